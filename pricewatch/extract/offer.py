@@ -1,0 +1,38 @@
+"""What extraction returns."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from decimal import Decimal
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """The offer read off one product page.
+
+    ``price``/``regular_price`` are ``Decimal`` (never float) parsed from ``price_text``/
+    ``regular_price_text``, which keep the raw text. ``currency`` is an ISO 4217 code.
+    ``availability`` is ``"InStock"``, ``"OutOfStock"`` or None. ``source`` says where
+    the price came from: ``jsonld``, ``microdata``, ``opengraph``, ``rule``, ``visible``,
+    ``xhr`` or ``api``.
+    """
+
+    price: Decimal | None = None
+    currency: str | None = None
+    regular_price: Decimal | None = None
+    availability: str | None = None
+    sku: str | None = None
+    gtin: str | None = None
+    name: str | None = None
+    source: str | None = None
+    price_text: str | None = None
+    regular_price_text: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-safe dict: prices as decimal strings, exactly as parsed."""
+        out = asdict(self)
+        for key, value in out.items():
+            if isinstance(value, Decimal):
+                out[key] = str(value)
+        return out

@@ -1,0 +1,71 @@
+"""The frontier: which SKU to fetch next. See :mod:`pricewatch.frontier.base`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pricewatch._urls import mask_password, scheme
+from pricewatch.frontier.base import (
+    Completion,
+    DomainCounts,
+    Entry,
+    Frontier,
+    FrontierUnavailable,
+    Lease,
+    SchedulePolicy,
+)
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+__all__ = [
+    "Completion",
+    "DomainCounts",
+    "Entry",
+    "Frontier",
+    "FrontierUnavailable",
+    "Lease",
+    "SchedulePolicy",
+    "frontier_from_settings",
+    "policy_from_settings",
+]
+
+
+def policy_from_settings(settings: BaseSettings) -> SchedulePolicy:
+    policy = SchedulePolicy(
+        interval=settings.getfloat("PRICEWATCH_FRONTIER_INTERVAL", 3600),
+        min_interval=settings.getfloat("PRICEWATCH_FRONTIER_MIN_INTERVAL", 300),
+        max_interval=settings.getfloat("PRICEWATCH_FRONTIER_MAX_INTERVAL", 7 * 86400),
+        retry_delay=settings.getfloat("PRICEWATCH_FRONTIER_RETRY_DELAY", 60),
+        lease_ttl=settings.getfloat("PRICEWATCH_FRONTIER_LEASE_TTL", 300),
+        max_attempts=settings.getint("PRICEWATCH_FRONTIER_MAX_ATTEMPTS", 5),
+        gone_limit=settings.getint("PRICEWATCH_FRONTIER_GONE_LIMIT", 3),
+    )
+    for name in ("interval", "lease_ttl", "retry_delay"):
+        if getattr(policy, name) <= 0:
+            raise ValueError(
+                f"PRICEWATCH_FRONTIER_{name.upper()} must be > 0, got {getattr(policy, name)}"
+            )
+    if policy.max_attempts < 1:
+        raise ValueError(
+            f"PRICEWATCH_FRONTIER_MAX_ATTEMPTS must be >= 1, got {policy.max_attempts}"
+        )
+    return policy
+
+
+def frontier_from_settings(settings: BaseSettings) -> Frontier:
+    """Build (not open) the frontier named by ``PRICEWATCH_FRONTIER_URL``."""
+    url = settings.get("PRICEWATCH_FRONTIER_URL") or "sqlite:///pricewatch.db"
+    policy = policy_from_settings(settings)
+    kind = scheme(url)
+    if kind == "sqlite":
+        from pricewatch.frontier.sqlite import SQLiteFrontier
+
+        return SQLiteFrontier(url, policy)
+    if kind in ("redis", "rediss", "unix"):
+        from pricewatch.frontier.redis import RedisFrontier
+
+        return RedisFrontier(url, policy, settings=settings)
+    raise ValueError(
+        f"PRICEWATCH_FRONTIER_URL must be sqlite:///… or redis://…, got {mask_password(url)!r}"
+    )

@@ -1,0 +1,115 @@
+"""Settings of the pricewatch Scrapy project: the file operators edit.
+
+Every threshold is grouped by stage and commented with what it does, its unit and
+when to change it. Scrapy's own settings keep Scrapy's names; the project's own
+knobs are ``PRICEWATCH_<COMPONENT>_<KNOB>``. The two backend URLs are also read
+from the environment variables of the same name (cron, scrapyd).
+"""
+
+from __future__ import annotations
+
+import os
+
+BOT_NAME = "pricewatch"
+SPIDER_MODULES = ["pricewatch.spiders"]
+NEWSPIDER_MODULE = "pricewatch.spiders"
+# Project commands: `scrapy seed`, `scrapy extract`, `scrapy prices`, `scrapy sandbox`, ...
+COMMANDS_MODULE = "pricewatch.commands"
+
+# --- Engine ---------------------------------------------------------------------------------
+# The asyncio reactor, set explicitly: the pipelines, the frontier and the store are asyncio
+# code. The spider refuses to crawl (non-zero exit) if another reactor is installed.
+TWISTED_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
+# Identify the crawler and give shops a way to reach its operator. Change the URL to yours.
+USER_AGENT = "pricewatch/0.1 (+https://github.com/pricewatch/pricewatch; price monitoring bot)"
+# Obey robots.txt: disallowed product URLs end as `skipped`, never fetched.
+ROBOTSTXT_OBEY = True
+# Scrapy's request fingerprint dupefilter is off: the frontier decides what is due, and the
+# same URL is legitimately fetched again in follow mode.
+DUPEFILTER_CLASS = "scrapy.dupefilters.BaseDupeFilter"
+LOG_LEVEL = "INFO"
+FEED_EXPORT_ENCODING = "utf-8"
+TELNETCONSOLE_ENABLED = False
+
+# --- Fetch: concurrency and politeness -------------------------------------------------------
+# Requests in flight across all shops of one process. Raise with more cores/bandwidth.
+CONCURRENT_REQUESTS = 64
+# Requests in flight to one host of one process: the first anti-ban lever. Lower it for
+# fragile shops (or per host with DOWNLOAD_SLOTS); raise only with the shop's consent.
+CONCURRENT_REQUESTS_PER_DOMAIN = 12
+# Seconds between two requests to one host (before AutoThrottle adapts it).
+DOWNLOAD_DELAY = 0.2
+# Spread the delay to 0.5x-1.5x so the cadence does not look robotic.
+RANDOMIZE_DOWNLOAD_DELAY = True
+# Seconds before a download is abandoned (outcome `error`). Raise for slow shops.
+DOWNLOAD_TIMEOUT = 30
+# AutoThrottle adapts each host's delay to its latency: a slow (struggling) shop gets slower
+# requests from us.
+AUTOTHROTTLE_ENABLED = True
+# Average requests in flight AutoThrottle aims for, per host. Lower it for fragile shops.
+AUTOTHROTTLE_TARGET_CONCURRENCY = 2.0
+# Delay bounds AutoThrottle moves between, in seconds.
+AUTOTHROTTLE_START_DELAY = 0.2
+AUTOTHROTTLE_MAX_DELAY = 30.0
+# Status codes retried by Scrapy's retry middleware; 429 and 5xx are transient.
+RETRY_HTTP_CODES = [429, 500, 502, 503, 504]
+# Retries per request before the outcome is `blocked` or `error` (the frontier retries later).
+RETRY_TIMES = 2
+# Let 404/410/403/429 reach the spider so it can record `gone`/`blocked` outcomes.
+HTTPERROR_ALLOWED_CODES = [403, 404, 410, 429]
+
+# --- Frontier ---------------------------------------------------------------------------------
+# Where the schedule lives: sqlite:///pricewatch.db (relative), sqlite:////abs/path.db, or
+# redis://host:6379/0 for many workers. Read from the environment variable of the same name.
+PRICEWATCH_FRONTIER_URL = os.environ.get("PRICEWATCH_FRONTIER_URL", "sqlite:///pricewatch.db")
+# Seconds a claimed SKU stays leased to one worker; an unacknowledged lease returns to the
+# schedule after it (a crashed worker loses nothing). Longer than the slowest fetch + write.
+PRICEWATCH_FRONTIER_LEASE_TTL = 300
+# Base seconds between two checks of a SKU of importance 1.0. Importance divides it
+# (importance 2 -> twice as often). Shorten for fast-moving catalogues.
+PRICEWATCH_FRONTIER_INTERVAL = 3600
+# Bounds of the recheck interval in seconds, whatever the importance and history.
+PRICEWATCH_FRONTIER_MIN_INTERVAL = 300
+PRICEWATCH_FRONTIER_MAX_INTERVAL = 7 * 86400
+# First retry delay after a failure (blocked/error), in seconds; doubles per consecutive
+# failure up to PRICEWATCH_FRONTIER_MAX_INTERVAL.
+PRICEWATCH_FRONTIER_RETRY_DELAY = 60
+# Attempts (leases that expired unacknowledged) before an entry goes to the dead-letter set.
+PRICEWATCH_FRONTIER_MAX_ATTEMPTS = 5
+# Consecutive `gone` (404/410) outcomes before an entry is retired from the schedule.
+PRICEWATCH_FRONTIER_GONE_LIMIT = 3
+# SKUs the spider claims per round trip; it claims again as downloader capacity frees up.
+PRICEWATCH_FRONTIER_CLAIM_BATCH = 64
+# Follow mode (-a follow=1): seconds between polls when nothing is due.
+PRICEWATCH_FRONTIER_POLL_INTERVAL = 5.0
+
+# --- Extract ----------------------------------------------------------------------------------
+# Currency for ambiguous symbols per host, e.g. {"shop.ca": "CAD"} so "$" reads as CAD.
+PRICEWATCH_DOMAIN_CURRENCY: dict[str, str] = {}
+
+# --- Validate ---------------------------------------------------------------------------------
+# Prices above this (in any currency) are rejected as absurd (`pricewatch/validate/dropped/absurd`).
+PRICEWATCH_VALIDATE_MAX_PRICE = "100000000"
+# Items validated per executor hop; validation runs off the event loop in batches.
+PRICEWATCH_VALIDATE_BATCH_SIZE = 100
+# Seconds an item waits for its validation batch to fill before the batch runs anyway.
+PRICEWATCH_VALIDATE_MAX_WAIT = 0.05
+
+# --- Store ------------------------------------------------------------------------------------
+# Where observations go: sqlite:///pricewatch.db or postgresql://user@host/db. Read from the
+# environment variable of the same name.
+PRICEWATCH_STORE_URL = os.environ.get("PRICEWATCH_STORE_URL", "sqlite:///pricewatch.db")
+# Observations written per batch (one transaction). Larger is faster, but more is replayed
+# after a crash.
+PRICEWATCH_BATCH_SIZE = 200
+# Seconds after which a partial batch is written anyway, so a slow crawl still commits.
+PRICEWATCH_FLUSH_INTERVAL = 5.0
+
+# --- Pipelines and middlewares ----------------------------------------------------------------
+ITEM_PIPELINES = {
+    "pricewatch.pipelines.ValidationPipeline": 300,
+    "pricewatch.pipelines.StorePipeline": 800,
+}
+DOWNLOADER_MIDDLEWARES = {
+    "pricewatch.middlewares.ReactorCheckMiddleware": 10,
+}
