@@ -1,0 +1,26 @@
+"""Exceptions that carry a fetch outcome from the downloader middlewares to the spider's
+errback, which completes the lease exactly once."""
+
+from __future__ import annotations
+
+from scrapy.exceptions import IgnoreRequest
+
+
+class Blocked(IgnoreRequest):
+    """The shop refused us (429/403 after retries, a challenge page): outcome ``blocked``.
+    ``retry_after`` (seconds) is the earliest time to try again, if the shop said so."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class DomainDeferred(IgnoreRequest):
+    """Not fetched now (open circuit): outcome ``skipped``, rescheduled after
+    ``retry_after`` seconds; the URL is never lost."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
