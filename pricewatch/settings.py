@@ -110,6 +110,7 @@ ITEM_PIPELINES = {
     "pricewatch.pipelines.ValidationPipeline": 300,
     "pricewatch.pipelines.StorePipeline": 800,
 }
-DOWNLOADER_MIDDLEWARES = {
-    "pricewatch.middlewares.ReactorCheckMiddleware": 10,
+# Refuse to crawl (non-zero exit) on a reactor other than asyncio; logs the reactor in use.
+EXTENSIONS = {
+    "pricewatch.extensions.ReactorCheck": 0,
 }

@@ -1,0 +1,84 @@
+"""``scrapy seed FILE``: add product URLs to the frontier (idempotent).
+
+Exit codes: 0 all lines added, 3 some lines were skipped (each reported on stderr with its
+line number), 1 the frontier is unreachable or the file unreadable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from typing import TextIO
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+from pricewatch.frontier import Entry, FrontierUnavailable, frontier_from_settings
+from pricewatch.seeding import BadLine, parse_seed
+
+CHUNK = 10_000
+EXIT_SKIPPED = 3
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+    requires_crawler_process = False
+    default_settings = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return "FILE"
+
+    def short_desc(self) -> str:
+        return "Add product URLs (one per line, or CSV with url[,sku,importance]) to the frontier"
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument(
+            "--frontier", metavar="URL", help="frontier URL (default: PRICEWATCH_FRONTIER_URL)"
+        )
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if len(args) != 1:
+            raise UsageError("give one seed file ('-' for standard input)")
+        assert self.settings is not None
+        if opts.frontier:
+            self.settings.set("PRICEWATCH_FRONTIER_URL", opts.frontier, priority="cmdline")
+        path = args[0]
+        try:
+            stream = sys.stdin if path == "-" else open(path, encoding="utf-8-sig", newline="")  # noqa: SIM115
+            with stream:
+                self.exitcode = asyncio.run(self._seed(path, stream))
+        except (OSError, UnicodeDecodeError, FrontierUnavailable) as exc:
+            print(f"seed: {exc}", file=sys.stderr)
+            self.exitcode = 1
+
+    async def _seed(self, path: str, stream: TextIO) -> int:
+        assert self.settings is not None
+        started = time.monotonic()
+        frontier = frontier_from_settings(self.settings)
+        seen = new = bad = 0
+        chunk: list[Entry] = []
+        async with frontier:
+            for result in parse_seed(stream):
+                if isinstance(result, BadLine):
+                    bad += 1
+                    print(f"seed: {path}: {result}", file=sys.stderr)
+                    continue
+                chunk.append(result)
+                if len(chunk) >= CHUNK:
+                    new += await frontier.add(chunk)
+                    seen += len(chunk)
+                    chunk = []
+                    print(f"seed: {seen:,} URLs read, {new:,} new", file=sys.stderr)
+            if chunk:
+                new += await frontier.add(chunk)
+                seen += len(chunk)
+        elapsed = time.monotonic() - started
+        print(
+            f"seed: {seen:,} URLs read, {new:,} new, {seen - new:,} already scheduled, "
+            f"{bad:,} bad lines skipped, in {elapsed:.1f}s",
+            file=sys.stderr,
+        )
+        return EXIT_SKIPPED if bad else 0

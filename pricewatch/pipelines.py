@@ -1,0 +1,311 @@
+"""Item pipelines: validate, then store in batches and acknowledge the leases.
+
+``ValidationPipeline`` settings:
+- ``PRICEWATCH_VALIDATE_MAX_PRICE`` (``"100000000"``): prices above are dropped as absurd.
+- ``PRICEWATCH_VALIDATE_BATCH_SIZE`` (100): items validated per executor hop.
+- ``PRICEWATCH_VALIDATE_MAX_WAIT`` (0.05 s): how long an item waits for its batch to fill.
+
+``StorePipeline`` settings:
+- ``PRICEWATCH_STORE_URL`` (``sqlite:///pricewatch.db``): the store backend.
+- ``PRICEWATCH_BATCH_SIZE`` (200): observations per write (one transaction).
+- ``PRICEWATCH_FLUSH_INTERVAL`` (5.0 s): a partial batch is written after this long.
+- ``PRICEWATCH_STORE_MAX_BUFFER`` (5000): observations held while the store is down;
+  when full, ``process_item`` waits, so the spider stops claiming new work.
+- ``PRICEWATCH_STORE_RETRY_MAX_DELAY`` (60 s): cap of the exponential backoff between
+  write attempts while the store is unreachable.
+- ``PRICEWATCH_STORE_CLOSE_TIMEOUT`` (30 s): how long closing the crawl keeps retrying
+  the last writes; what is still unwritten then is not acknowledged, so its leases
+  expire and the SKUs are fetched again (nothing is lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from scrapy.exceptions import DropItem
+
+from pricewatch.frontier import Completion
+from pricewatch.items import ObservationItem, OfferItem
+from pricewatch.outcomes import Outcome
+from pricewatch.runtime import CrawlResources
+from pricewatch.storage import (
+    Observation,
+    Store,
+    StoreUnavailable,
+    WriteResult,
+    store_from_settings,
+)
+from pricewatch.validation import InvalidOffer, validate_batch
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class BatchOffloader(Generic[T, R]):
+    """Runs ``func(batch)`` in a worker thread, one hop per batch.
+
+    ``await submit(x)`` returns ``func``'s result for ``x``. A batch runs when it is full
+    or ``max_wait`` seconds after its first item arrived, whichever comes first.
+    """
+
+    def __init__(
+        self, func: Callable[[list[T]], list[R]], batch_size: int, max_wait: float
+    ) -> None:
+        self.func = func
+        self.batch_size = batch_size
+        self.max_wait = max_wait
+        self._items: list[T] = []
+        self._futures: list[asyncio.Future[R]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self.hops = 0
+
+    async def submit(self, item: T) -> R:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[R] = loop.create_future()
+        self._items.append(item)
+        self._futures.append(future)
+        if len(self._items) >= self.batch_size:
+            self._run()
+        elif self._timer is None:
+            self._timer = loop.call_later(self.max_wait, self._run)
+        return await future
+
+    def _run(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        items, futures = self._items, self._futures
+        self._items, self._futures = [], []
+        if items:
+            self.hops += 1
+            asyncio.get_running_loop().create_task(self._offload(items, futures))
+
+    async def _offload(self, items: list[T], futures: list[asyncio.Future[R]]) -> None:
+        try:
+            results = await asyncio.to_thread(self.func, items)
+        except BaseException as exc:  # the worker failed: every waiter sees why
+            for future in futures:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for future, result in zip(futures, results, strict=True):
+            if not future.done():
+                future.set_result(result)
+
+
+class ValidationPipeline:
+    """Checks every offer against the pydantic contract, off the event loop in batches.
+
+    Invalid offers are dropped (``DropItem`` with the reason, stat
+    ``pricewatch/validate/dropped/<reason>``) and their lease is completed as
+    ``no_price``. Valid ones continue as :class:`ObservationItem`.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.resources = CrawlResources.of(crawler)
+        settings = crawler.settings
+        raw_max = settings.get("PRICEWATCH_VALIDATE_MAX_PRICE", "100000000")
+        try:
+            self.max_price = Decimal(str(raw_max))
+        except InvalidOperation:
+            self.max_price = Decimal("NaN")
+        if not self.max_price.is_finite() or self.max_price <= 0:
+            raise ValueError(
+                f"PRICEWATCH_VALIDATE_MAX_PRICE must be a positive number, got {raw_max!r}"
+            )
+        batch_size = settings.getint("PRICEWATCH_VALIDATE_BATCH_SIZE", 100)
+        if batch_size < 1:
+            raise ValueError(f"PRICEWATCH_VALIDATE_BATCH_SIZE must be >= 1, got {batch_size}")
+        max_wait = settings.getfloat("PRICEWATCH_VALIDATE_MAX_WAIT", 0.05)
+        self.offloader: BatchOffloader[OfferItem, Observation | InvalidOffer] = BatchOffloader(
+            self._validate, batch_size, max_wait
+        )
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ValidationPipeline:
+        return cls(crawler)
+
+    def _validate(self, items: list[OfferItem]) -> list[Observation | InvalidOffer]:
+        return validate_batch(items, self.max_price)
+
+    async def open_spider(self) -> None:
+        # Open the frontier here so that an unreachable backend fails the crawl at once
+        # with a non-zero exit, before anything is fetched.
+        await self.resources.frontier()
+
+    async def process_item(self, item: object) -> object:
+        if not isinstance(item, OfferItem):
+            return item
+        result = await self.offloader.submit(item)
+        stats = self.crawler.stats
+        assert stats is not None
+        if isinstance(result, InvalidOffer):
+            stats.inc_value(f"pricewatch/validate/dropped/{result.reason}")
+            if item.lease is not None:
+                await self.resources.complete([Completion(item.lease, Outcome.NO_PRICE)])
+            raise DropItem(f"invalid offer ({result.reason}): {result.detail}")
+        stats.inc_value("pricewatch/validate/passed")
+        return ObservationItem(result, item.lease)
+
+
+class StorePipeline:
+    """Writes observations in batches and acknowledges their leases after the commit.
+
+    A batch that cannot be written because the store is unreachable is retried with
+    exponential backoff and full jitter; meanwhile observations keep buffering up to
+    ``PRICEWATCH_STORE_MAX_BUFFER``, after which ``process_item`` waits (backpressure:
+    the spider claims nothing new). Rows the store rejects are counted per reason
+    (``pricewatch/store/rejected/<reason>``) and their leases completed as ``no_price``.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.resources = CrawlResources.of(crawler)
+        settings = crawler.settings
+        self.batch_size = settings.getint("PRICEWATCH_BATCH_SIZE", 200)
+        self.flush_interval = settings.getfloat("PRICEWATCH_FLUSH_INTERVAL", 5.0)
+        self.max_buffer = settings.getint("PRICEWATCH_STORE_MAX_BUFFER", 5000)
+        self.retry_max_delay = settings.getfloat("PRICEWATCH_STORE_RETRY_MAX_DELAY", 60.0)
+        self.close_timeout = settings.getfloat("PRICEWATCH_STORE_CLOSE_TIMEOUT", 30.0)
+        for name, value, low in (
+            ("PRICEWATCH_BATCH_SIZE", self.batch_size, 1),
+            ("PRICEWATCH_FLUSH_INTERVAL", self.flush_interval, 0.01),
+            ("PRICEWATCH_STORE_RETRY_MAX_DELAY", self.retry_max_delay, 0.01),
+        ):
+            if value < low:
+                raise ValueError(f"{name} must be >= {low}, got {value}")
+        if self.max_buffer < self.batch_size:
+            raise ValueError(
+                f"PRICEWATCH_STORE_MAX_BUFFER must be >= PRICEWATCH_BATCH_SIZE "
+                f"({self.batch_size}), got {self.max_buffer}"
+            )
+        self.store: Store = store_from_settings(settings)
+        self._buffer: list[ObservationItem] = []
+        self._write_lock = asyncio.Lock()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._ticker: asyncio.Task[None] | None = None
+        self._closing = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> StorePipeline:
+        return cls(crawler)
+
+    async def open_spider(self) -> None:
+        await self.store.open()  # raises StoreUnavailable naming the masked URL
+        await self.resources.frontier()
+        self._ticker = asyncio.get_running_loop().create_task(self._tick())
+
+    async def process_item(self, item: object) -> object:
+        if not isinstance(item, ObservationItem):
+            return item
+        while len(self._buffer) >= self.max_buffer:
+            self._stats.inc_value("pricewatch/store/backpressure_waits")
+            self._room.clear()
+            await self._room.wait()
+        self._buffer.append(item)
+        if len(self._buffer) >= self.batch_size:
+            await self._flush(full_only=True)
+        return item
+
+    async def close_spider(self) -> None:
+        self._closing = True
+        if self._ticker is not None:
+            self._ticker.cancel()
+        try:
+            await asyncio.wait_for(self._drain(), self.close_timeout)
+        except TimeoutError:
+            self._stats.inc_value("pricewatch/store/unwritten_at_close", len(self._buffer))
+            logger.error(
+                "Store still unreachable at close: %d observations not written; their "
+                "leases were not acknowledged and will be fetched again",
+                len(self._buffer),
+            )
+        finally:
+            await asyncio.wait_for(self.store.close(), 10)
+
+    @property
+    def _stats(self) -> StatsCollector:
+        assert self.crawler.stats is not None
+        return self.crawler.stats
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(self.flush_interval)
+            if self._buffer and not self._write_lock.locked():
+                await self._flush()
+
+    async def _drain(self) -> None:
+        while self._buffer:
+            await self._flush()
+
+    async def _flush(self, full_only: bool = False) -> None:
+        """Write one batch from the buffer (retrying while the store is down)."""
+        async with self._write_lock:
+            if len(self._buffer) < (self.batch_size if full_only else 1):
+                return
+            batch = self._buffer[: self.batch_size]
+            try:
+                result = await self._write_with_retry([item.observation for item in batch])
+            except Exception:
+                # Not a connectivity problem: a defect. Do not acknowledge: the leases
+                # expire and the SKUs are fetched again.
+                self._stats.inc_value("pricewatch/store/write_errors")
+                logger.exception("Store write failed; %d observations not acknowledged", len(batch))
+                self._take(len(batch))
+                return
+            self._take(len(batch))
+        rejected = {id(r.observation): r.reason for r in result.rejected}
+        completions = []
+        for item in batch:
+            reason = rejected.get(id(item.observation))
+            if reason is not None:
+                self._stats.inc_value(f"pricewatch/store/rejected/{reason}")
+                logger.warning("Store rejected %s (%s)", item.observation.url, reason)
+            if item.lease is None:
+                continue
+            if reason is not None:
+                completions.append(Completion(item.lease, Outcome.NO_PRICE))
+            else:
+                changed = item.observation.url in result.changed
+                completions.append(Completion(item.lease, Outcome.OK, changed=changed))
+        self._stats.inc_value("pricewatch/store/batches")
+        self._stats.inc_value("pricewatch/store/rows_written", result.written)
+        self._stats.inc_value("pricewatch/store/changes", len(result.changed))
+        await self.resources.complete(completions)
+
+    def _take(self, n: int) -> None:
+        del self._buffer[:n]
+        if len(self._buffer) < self.max_buffer:
+            self._room.set()
+
+    async def _write_with_retry(self, observations: Sequence[Observation]) -> WriteResult:
+        attempt = 0
+        while True:
+            try:
+                return await self.store.write(observations)
+            except StoreUnavailable as exc:
+                attempt += 1
+                delay = random.uniform(0, min(self.retry_max_delay, 0.5 * 2**attempt))
+                self._stats.inc_value("pricewatch/store/write_retries")
+                logger.warning(
+                    "Store write failed (attempt %d, %d observations buffered), retrying "
+                    "in %.1fs: %s",
+                    attempt,
+                    len(self._buffer),
+                    delay,
+                    exc,
+                )
+                await asyncio.sleep(delay)

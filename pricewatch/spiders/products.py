@@ -1,0 +1,187 @@
+"""The ``products`` spider: fetch the SKUs the frontier says are due.
+
+``start()`` claims leases as downloader capacity frees up (never the whole frontier at
+once), carries each lease in ``request.meta["pricewatch_lease"]`` and makes sure each
+lease is completed exactly once: here when a page yields no offer or the fetch failed,
+by the pipelines otherwise. Cron mode (default) ends when nothing is due and nothing is
+in flight; ``-a follow=1`` keeps polling.
+
+Settings:
+- ``PRICEWATCH_FRONTIER_CLAIM_BATCH`` (64): leases claimed per round trip.
+- ``PRICEWATCH_FRONTIER_POLL_INTERVAL`` (5.0 s): follow-mode poll period when idle.
+- ``PRICEWATCH_MAX_OUTSTANDING`` (2 x ``CONCURRENT_REQUESTS``): leases this process holds
+  at once (claimed, not completed).
+- ``PRICEWATCH_DOMAIN_CURRENCY`` ({}): host -> ISO code for ambiguous currency symbols.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, Spider
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Response
+from scrapy.spidermiddlewares.httperror import HttpError
+from twisted.python.failure import Failure
+
+from pricewatch._http import parse_retry_after
+from pricewatch.exceptions import Blocked, DomainDeferred
+from pricewatch.extract import extract_offer
+from pricewatch.frontier import Completion, FrontierUnavailable, Lease
+from pricewatch.items import OfferItem
+from pricewatch.outcomes import Outcome
+from pricewatch.runtime import CrawlResources
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+LEASE_META = "pricewatch_lease"
+# How long start() sleeps while it holds as many leases as it may.
+_CAPACITY_WAIT = 0.05
+# How long start() waits for outstanding leases before claiming again.
+_DRAIN_WAIT = 0.25
+# Backoff bounds while the frontier backend is unreachable mid-crawl, in seconds.
+_FRONTIER_RETRY = (0.5, 30.0)
+
+_GONE = {404, 410}
+_BLOCKED = {401, 403, 429}
+
+
+class ProductSpider(Spider):
+    name = "products"
+
+    def __init__(self, *args: Any, follow: str | int | bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.follow = str(follow).lower() in {"1", "true", "yes", "on"}
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> ProductSpider:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        settings = crawler.settings
+        spider.claim_batch = settings.getint("PRICEWATCH_FRONTIER_CLAIM_BATCH", 64)
+        spider.poll_interval = settings.getfloat("PRICEWATCH_FRONTIER_POLL_INTERVAL", 5.0)
+        spider.max_outstanding = settings.getint(
+            "PRICEWATCH_MAX_OUTSTANDING", 2 * settings.getint("CONCURRENT_REQUESTS", 16)
+        )
+        spider.domain_currency = {
+            host.lower(): code.upper()
+            for host, code in settings.getdict("PRICEWATCH_DOMAIN_CURRENCY").items()
+        }
+        for name, value in (
+            ("PRICEWATCH_FRONTIER_CLAIM_BATCH", spider.claim_batch),
+            ("PRICEWATCH_MAX_OUTSTANDING", spider.max_outstanding),
+        ):
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        spider.resources = CrawlResources.of(crawler)
+        return spider
+
+    claim_batch: int
+    poll_interval: float
+    max_outstanding: int
+    domain_currency: dict[str, str]
+    resources: CrawlResources
+
+    async def start(self) -> AsyncIterator[Any]:
+        frontier = await self.resources.frontier()
+        reaped = await frontier.reap()
+        if reaped:
+            logger.info("Returned %d expired leases to the schedule", reaped)
+        failures = 0
+        while True:
+            room = self.max_outstanding - self.resources.outstanding
+            if room <= 0:
+                await asyncio.sleep(_CAPACITY_WAIT)
+                continue
+            try:
+                leases = await frontier.claim(min(room, self.claim_batch))
+                failures = 0
+            except FrontierUnavailable as exc:
+                failures += 1
+                delay = min(_FRONTIER_RETRY[0] * 2**failures, _FRONTIER_RETRY[1])
+                self.crawler.stats.inc_value("pricewatch/frontier/claim_failed")
+                logger.warning("Frontier unavailable, retrying in %.1fs: %s", delay, exc)
+                await asyncio.sleep(delay)
+                continue
+            if leases:
+                self.resources.claimed(leases)
+                self.crawler.stats.inc_value("pricewatch/frontier/claimed", len(leases))
+                for lease in leases:
+                    yield self.request_for(lease)
+                continue
+            if self.resources.outstanding:
+                # Completions can make more work due (or free a domain's in-flight cap).
+                await asyncio.sleep(_DRAIN_WAIT)
+                continue
+            if not self.follow:
+                return
+            due_in = await frontier.next_due_in()
+            await asyncio.sleep(min(due_in or self.poll_interval, self.poll_interval))
+            await frontier.reap()
+
+    def request_for(self, lease: Lease) -> Request:
+        return Request(
+            lease.url,
+            callback=self.parse,
+            errback=self.errback,
+            meta={LEASE_META: lease},
+            dont_filter=True,
+        )
+
+    async def parse(self, response: Response) -> AsyncIterator[OfferItem]:
+        lease: Lease = response.meta[LEASE_META]
+        status = response.status
+        if status in _GONE:
+            await self._complete(lease, Outcome.GONE)
+            return
+        if status in _BLOCKED or status >= 500:
+            retry_after = parse_retry_after(response.headers.get(b"Retry-After"))
+            outcome = Outcome.BLOCKED if status in _BLOCKED else Outcome.ERROR
+            await self._complete(lease, outcome, retry_after)
+            return
+        offer = extract_offer(
+            response.body, response.url, domain_currency=self.domain_currency
+        )
+        if offer is None or offer.price is None:
+            await self._complete(lease, Outcome.NO_PRICE)
+            return
+        self.crawler.stats.inc_value(f"pricewatch/extract/source/{offer.source}")
+        yield OfferItem(
+            url=lease.url,
+            domain=lease.domain,
+            offer=offer,
+            fetched_at=datetime.now(UTC),
+            lease=lease,
+        )
+
+    async def errback(self, failure: Failure) -> None:
+        request: Request = failure.request  # type: ignore[attr-defined]
+        lease: Lease | None = request.meta.get(LEASE_META)
+        if lease is None:
+            return
+        exc = failure.value
+        retry_after: float | None = None
+        if isinstance(exc, Blocked):
+            outcome, retry_after = Outcome.BLOCKED, exc.retry_after
+        elif isinstance(exc, DomainDeferred):
+            outcome, retry_after = Outcome.SKIPPED, exc.retry_after
+        elif isinstance(exc, HttpError):
+            status = exc.response.status
+            outcome = Outcome.GONE if status in _GONE else Outcome.ERROR
+        elif isinstance(exc, IgnoreRequest):  # robots.txt and friends
+            outcome = Outcome.SKIPPED
+        else:
+            outcome = Outcome.ERROR
+        logger.debug("%s ended as %s: %r", lease.url, outcome.value, exc)
+        await self._complete(lease, outcome, retry_after)
+
+    async def _complete(
+        self, lease: Lease, outcome: Outcome, retry_after: float | None = None
+    ) -> None:
+        await self.resources.complete([Completion(lease, outcome, retry_after=retry_after)])
