@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pricewatch._urls import mask_password, scheme
 from pricewatch.storage.base import (
@@ -11,6 +11,7 @@ from pricewatch.storage.base import (
     ProductRow,
     Rejected,
     Store,
+    StoreConnectionLost,
     StoreUnavailable,
     WriteResult,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "ProductRow",
     "Rejected",
     "Store",
+    "StoreConnectionLost",
     "StoreUnavailable",
     "WriteResult",
     "store_from_settings",
@@ -31,21 +33,37 @@ __all__ = [
 ]
 
 
-def store_from_url(url: str) -> Store:
+def store_from_url(url: str, **options: Any) -> Store:
+    """Build (not open) the store of ``url``; ``options`` are the backend's keyword
+    arguments (``auto_migrate``, ``timeout``, ...)."""
     kind = scheme(url)
     if kind == "sqlite":
         from pricewatch.storage.sqlite import SQLiteStore
 
-        return SQLiteStore(url)
+        return SQLiteStore(url, **options)
     if kind in ("postgresql", "postgres"):
         from pricewatch.storage.postgres import PostgresStore
 
-        return PostgresStore(url)
+        return PostgresStore(url, **options)
     raise ValueError(
         f"PRICEWATCH_STORE_URL must be sqlite:///… or postgresql://…, got {mask_password(url)!r}"
     )
 
 
-def store_from_settings(settings: BaseSettings) -> Store:
-    """Build (not open) the store named by ``PRICEWATCH_STORE_URL``."""
-    return store_from_url(settings.get("PRICEWATCH_STORE_URL") or "sqlite:///pricewatch.db")
+def store_from_settings(settings: BaseSettings, url: str | None = None) -> Store:
+    """Build (not open) the store named by ``PRICEWATCH_STORE_URL`` (or ``url``), with
+    the ``PRICEWATCH_STORE_*`` options."""
+    url = url or settings.get("PRICEWATCH_STORE_URL") or "sqlite:///pricewatch.db"
+    timeout = settings.getfloat("PRICEWATCH_STORE_TIMEOUT", 30.0)
+    if timeout <= 0:
+        raise ValueError(f"PRICEWATCH_STORE_TIMEOUT must be > 0, got {timeout}")
+    options: dict[str, Any] = {
+        "auto_migrate": settings.getbool("PRICEWATCH_STORE_AUTO_MIGRATE", True),
+        "timeout": timeout,
+    }
+    if scheme(url) in ("postgresql", "postgres"):
+        pool_size = settings.getint("PRICEWATCH_STORE_POOL_SIZE", 4)
+        if pool_size < 1:
+            raise ValueError(f"PRICEWATCH_STORE_POOL_SIZE must be >= 1, got {pool_size}")
+        options["pool_size"] = pool_size
+    return store_from_url(url, **options)

@@ -8,7 +8,9 @@ Every backend (SQLite, PostgreSQL) implements :class:`Store` and passes the same
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Sequence
+import csv
+import io
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -33,6 +35,7 @@ class Observation:
     availability: str | None = None
     name: str | None = None
     source: str | None = None
+    config_version: str | None = None  # version of the seed entry's config that produced it
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,8 @@ class ProductRow:
     first_seen_at: datetime
     checked_at: datetime
     changed_at: datetime
+    raw_hash: str | None = None
+    config_version: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +81,22 @@ class ChangeRow:
     raw_hash: str
 
 
+CSV_COLUMNS = (
+    "url",
+    "domain",
+    "sku",
+    "name",
+    "price",
+    "currency",
+    "regular_price",
+    "availability",
+    "first_seen_at",
+    "checked_at",
+    "changed_at",
+)
+"""Columns of ``scrapy prices --csv``, in order."""
+
+
 class Store(abc.ABC):
     url: str
 
@@ -84,6 +105,11 @@ class Store(abc.ABC):
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
+
+    async def migrate(self) -> list[int]:
+        """Apply the pending schema migrations (idempotent); return the versions applied.
+        Works on an unopened store (``scrapy db upgrade``)."""
+        return []
 
     @abc.abstractmethod
     async def write(self, batch: Sequence[Observation]) -> WriteResult:
@@ -100,6 +126,40 @@ class Store(abc.ABC):
     async def history(self, url_or_sku: str) -> list[ChangeRow]:
         """The changes of one SKU (matched by url or sku), oldest first."""
 
+    async def export_csv(self, write: Callable[[bytes], object], domain: str | None = None) -> int:
+        """Write the latest offers as UTF-8 CSV with a header (:data:`CSV_COLUMNS`) to
+        ``write`` in chunks, in constant memory; return the number of rows. Money is the
+        canonical decimal text as stored, times ISO-8601 UTC."""
+        from pricewatch.storage._values import canonical_decimal, iso_utc
+
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(CSV_COLUMNS)
+        rows = 0
+        async for row in self.latest(domain):
+            writer.writerow(
+                (
+                    row.url,
+                    row.domain,
+                    row.sku,
+                    row.name,
+                    canonical_decimal(row.price),
+                    row.currency,
+                    None if row.regular_price is None else canonical_decimal(row.regular_price),
+                    row.availability,
+                    iso_utc(row.first_seen_at),
+                    iso_utc(row.checked_at),
+                    iso_utc(row.changed_at),
+                )
+            )
+            rows += 1
+            if buffer.tell() >= 65536:
+                write(buffer.getvalue().encode("utf-8"))
+                buffer.seek(0)
+                buffer.truncate()
+        write(buffer.getvalue().encode("utf-8"))
+        return rows
+
     async def __aenter__(self) -> Store:
         await self.open()
         return self
@@ -110,3 +170,12 @@ class Store(abc.ABC):
 
 class StoreUnavailable(RuntimeError):
     """The store cannot be reached; the message names the masked URL."""
+
+
+class StoreConnectionLost(StoreUnavailable):
+    """The connection broke during ``write`` (server restarted, network cut, timeout).
+
+    Retryable: the batch was not committed, or (when the connection broke while the
+    COMMIT itself was in flight) it was committed whole; never in part. Writes are
+    idempotent under replay, so the caller retries the same batch with backoff.
+    """

@@ -1,0 +1,393 @@
+"""The SQLite store: the default backend, one local file, no server.
+
+Selected by ``PRICEWATCH_STORE_URL = "sqlite:///pricewatch.db"`` (relative to the working
+directory; ``sqlite:////abs/path.db`` for an absolute path). It may share its file with
+the SQLite frontier (its tables are ``products``, ``price_changes``, ``store_migrations``).
+
+Settings (read by :func:`pricewatch.storage.store_from_settings`):
+
+- ``PRICEWATCH_STORE_URL`` (``sqlite:///pricewatch.db``)
+- ``PRICEWATCH_STORE_AUTO_MIGRATE`` (``True``): apply pending migrations in ``open()``.
+- ``PRICEWATCH_STORE_TIMEOUT`` (``30.0`` s): how long a write waits for a lock held by
+  another process before it fails with :class:`StoreConnectionLost` (retryable).
+
+One connection, owned by a dedicated thread (``ThreadPoolExecutor(max_workers=1)``):
+every call is one hop to that thread, so the event loop never blocks on the disk. WAL
+journal (readers never block the writer), ``synchronous=NORMAL`` (a committed batch
+survives a crash of the process; a power cut may lose the last batches, which the
+frontier then fetches again). One transaction per batch, one savepoint per observation
+so a row the database rejects does not lose the rest of its batch.
+
+Money is TEXT in the canonical fixed-point form, times ISO-8601 UTC text (see
+:mod:`pricewatch.storage._values`), so both backends give back the same values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any, TypeVar
+
+from pricewatch._urls import mask_password, sqlite_path
+from pricewatch.storage._migrations import migrations, sqlite_statements
+from pricewatch.storage._values import canonical_decimal, iso_utc, parse_iso, problem
+from pricewatch.storage.base import (
+    ChangeRow,
+    Observation,
+    ProductRow,
+    Rejected,
+    Store,
+    StoreConnectionLost,
+    StoreUnavailable,
+    WriteResult,
+)
+
+T = TypeVar("T")
+
+PAGE = 1000  # rows per hop to the store thread when streaming
+
+_PRODUCT_COLUMNS = (
+    "url, domain, sku, price, currency, regular_price, availability, name, source, "
+    "first_seen_at, last_checked_at, last_changed_at, raw_hash, config_version"
+)
+
+_SELECT_PRODUCT = "SELECT raw_hash, last_checked_at FROM products WHERE url = ?"
+_INSERT_CHANGE = (
+    "INSERT INTO price_changes (url, sku, price, currency, regular_price, availability,"
+    " raw_hash, observed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (url, observed_at) DO NOTHING"
+)
+_INSERT_PRODUCT = (
+    "INSERT INTO products (url, domain, sku, price, currency, regular_price, availability,"
+    " name, source, raw_hash, config_version, first_seen_at, last_checked_at, last_changed_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_UPDATE_CHANGED = (
+    "UPDATE products SET domain = ?, sku = ?, price = ?, currency = ?, regular_price = ?,"
+    " availability = ?, name = ?, source = ?, raw_hash = ?, config_version = ?,"
+    " last_checked_at = ?, last_changed_at = ? WHERE url = ?"
+)
+_UPDATE_CHECKED = "UPDATE products SET last_checked_at = ? WHERE url = ? AND last_checked_at < ?"
+_IS_CHANGE = "SELECT 1 FROM price_changes WHERE url = ? AND observed_at = ? AND raw_hash = ?"
+_LATEST = f"SELECT {_PRODUCT_COLUMNS} FROM products WHERE url > ? ORDER BY url LIMIT ?"
+_LATEST_DOMAIN = (
+    f"SELECT {_PRODUCT_COLUMNS} FROM products WHERE domain = ? AND url > ? ORDER BY url LIMIT ?"
+)
+_HISTORY = (
+    "SELECT url, sku, price, currency, regular_price, availability, observed_at, raw_hash"
+    " FROM price_changes WHERE url IN (SELECT ? UNION SELECT url FROM products WHERE sku = ?)"
+    " ORDER BY observed_at, url"
+)
+_MIGRATIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS store_migrations ("
+    " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+)
+
+
+def _money(value: Decimal | None) -> str | None:
+    return None if value is None else canonical_decimal(value)
+
+
+def _decimal(text: str | None) -> Decimal | None:
+    return None if text is None else Decimal(text)
+
+
+def _reason(exc: sqlite3.IntegrityError) -> str:
+    """``CHECK constraint failed: currency_format`` -> ``currency_format``."""
+    message = str(exc)
+    if "CHECK constraint failed:" in message:
+        return message.rsplit(":", 1)[1].strip()
+    if "NOT NULL constraint failed:" in message:
+        return message.rsplit(".", 1)[1].strip() + "_missing"
+    return "integrity"
+
+
+class SQLiteStore(Store):
+    def __init__(self, url: str, *, auto_migrate: bool = True, timeout: float = 30.0) -> None:
+        self.url = url
+        self.path = sqlite_path(url)
+        self.auto_migrate = auto_migrate
+        self.timeout = timeout
+        self._executor: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None  # used only on the executor's thread
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._executor is None:
+            raise StoreUnavailable(f"store {mask_password(self.url)} is not open")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, fn, *args)
+
+    def _connect(self) -> None:
+        conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.Error:
+            conn.close()
+            raise
+        self._conn = conn
+
+    def _disconnect(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        assert self._conn is not None
+        return self._conn
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._executor is not None:
+            return
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pricewatch-store")
+        try:
+            await self._call(self._connect)
+            if self.auto_migrate:
+                await self._call(self._migrate_sync)
+            else:
+                await self._call(self._check_schema_sync)
+        except (sqlite3.Error, OSError) as exc:
+            await self.close()
+            raise StoreUnavailable(
+                f"cannot open the store {mask_password(self.url)} ({self.path}): {exc}"
+            ) from exc
+        except StoreUnavailable:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(executor, self._disconnect)
+        finally:
+            executor.shutdown(wait=False)
+
+    async def migrate(self) -> list[int]:
+        opened_here = self._executor is None
+        if opened_here:
+            self._executor = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="pricewatch-store"
+            )
+        try:
+            if self._conn is None:
+                await self._call(self._connect)
+            return await self._call(self._migrate_sync)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(
+                f"cannot migrate the store {mask_password(self.url)}: {exc}"
+            ) from exc
+        finally:
+            if opened_here:
+                await self.close()
+
+    def _applied(self) -> set[int]:
+        self._db.execute(_MIGRATIONS_TABLE)
+        return {row[0] for row in self._db.execute("SELECT version FROM store_migrations")}
+
+    def _migrate_sync(self) -> list[int]:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")  # one migrator at a time across processes
+        try:
+            applied = self._applied()
+            done = []
+            for migration in migrations("sqlite"):
+                if migration.version in applied:
+                    continue
+                for statement in sqlite_statements(migration.sql):
+                    db.execute(statement)
+                db.execute(
+                    "INSERT INTO store_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    (migration.version, migration.name, iso_utc(datetime.now(UTC))),
+                )
+                done.append(migration.version)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return done
+
+    def _check_schema_sync(self) -> None:
+        missing = {m.version for m in migrations("sqlite")} - self._applied()
+        if missing:
+            raise StoreUnavailable(
+                f"the store {mask_password(self.url)} lacks schema migrations "
+                f"{sorted(missing)} and PRICEWATCH_STORE_AUTO_MIGRATE is off: "
+                "run `scrapy db upgrade`"
+            )
+
+    # -- writes --------------------------------------------------------------------------
+
+    async def write(self, batch: Sequence[Observation]) -> WriteResult:
+        if not batch:
+            return WriteResult()
+        try:
+            return await self._call(self._write_sync, batch)
+        except sqlite3.OperationalError as exc:  # locked beyond the timeout, disk full, ...
+            raise StoreConnectionLost(
+                f"write to the store {mask_password(self.url)} failed, nothing committed: {exc}"
+            ) from exc
+
+    def _write_sync(self, batch: Sequence[Observation]) -> WriteResult:
+        result = WriteResult()
+        good = []
+        for obs in batch:
+            reason = problem(obs)
+            if reason:
+                result.rejected.append(Rejected(obs, reason))
+            else:
+                good.append(obs)
+        good.sort(key=lambda o: (o.url, o.observed_at))
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for obs in good:
+                db.execute("SAVEPOINT observation")
+                try:
+                    changed = self._apply(db, obs)
+                except sqlite3.IntegrityError as exc:
+                    db.execute("ROLLBACK TO observation")
+                    result.rejected.append(Rejected(obs, _reason(exc)))
+                    continue
+                finally:
+                    db.execute("RELEASE observation")
+                result.written += 1
+                if changed:
+                    result.changed.add(obs.url)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return result
+
+    @staticmethod
+    def _apply(db: sqlite3.Connection, obs: Observation) -> bool:
+        """Apply one observation; return whether it is a recorded change (also on replay)."""
+        at = iso_utc(obs.observed_at)
+        price, regular = canonical_decimal(obs.price), _money(obs.regular_price)
+        stored = db.execute(_SELECT_PRODUCT, (obs.url,)).fetchone()
+        change = (
+            obs.url,
+            obs.sku,
+            price,
+            obs.currency,
+            regular,
+            obs.availability,
+            obs.raw_hash,
+            at,
+        )
+        if stored is None:
+            db.execute(_INSERT_CHANGE, change)
+            db.execute(
+                _INSERT_PRODUCT,
+                (
+                    obs.url,
+                    obs.domain,
+                    obs.sku,
+                    price,
+                    obs.currency,
+                    regular,
+                    obs.availability,
+                    obs.name,
+                    obs.source,
+                    obs.raw_hash,
+                    obs.config_version,
+                    at,
+                    at,
+                    at,
+                ),
+            )
+            return True
+        stored_hash, checked_at = stored
+        if stored_hash == obs.raw_hash:
+            db.execute(_UPDATE_CHECKED, (at, obs.url, at))
+        elif at > checked_at:
+            db.execute(_INSERT_CHANGE, change)
+            db.execute(
+                _UPDATE_CHANGED,
+                (
+                    obs.domain,
+                    obs.sku,
+                    price,
+                    obs.currency,
+                    regular,
+                    obs.availability,
+                    obs.name,
+                    obs.source,
+                    obs.raw_hash,
+                    obs.config_version,
+                    at,
+                    at,
+                    obs.url,
+                ),
+            )
+            return True
+        # else: older than what is stored (a late replay): the newer offer stands.
+        return db.execute(_IS_CHANGE, (obs.url, at, obs.raw_hash)).fetchone() is not None
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def latest(self, domain: str | None = None) -> AsyncIterator[ProductRow]:
+        after = ""
+        while True:
+            page = await self._call(self._latest_page, domain, after)
+            for row in page:
+                yield row
+            if len(page) < PAGE:
+                return
+            after = page[-1].url
+
+    def _latest_page(self, domain: str | None, after: str) -> list[ProductRow]:
+        if domain is None:
+            rows = self._db.execute(_LATEST, (after, PAGE))
+        else:
+            rows = self._db.execute(_LATEST_DOMAIN, (domain, after, PAGE))
+        return [
+            ProductRow(
+                url=r[0],
+                domain=r[1],
+                sku=r[2],
+                price=Decimal(r[3]),
+                currency=r[4],
+                regular_price=_decimal(r[5]),
+                availability=r[6],
+                name=r[7],
+                source=r[8],
+                first_seen_at=parse_iso(r[9]),
+                checked_at=parse_iso(r[10]),
+                changed_at=parse_iso(r[11]),
+                raw_hash=r[12],
+                config_version=r[13],
+            )
+            for r in rows
+        ]
+
+    async def history(self, url_or_sku: str) -> list[ChangeRow]:
+        return await self._call(self._history_sync, url_or_sku)
+
+    def _history_sync(self, url_or_sku: str) -> list[ChangeRow]:
+        rows = self._db.execute(_HISTORY, (url_or_sku, url_or_sku))
+        return [
+            ChangeRow(
+                url=r[0],
+                sku=r[1],
+                price=Decimal(r[2]),
+                currency=r[3],
+                regular_price=_decimal(r[4]),
+                availability=r[5],
+                observed_at=parse_iso(r[6]),
+                raw_hash=r[7],
+            )
+            for r in rows
+        ]
