@@ -82,6 +82,35 @@ PRICEWATCH_FRONTIER_GONE_LIMIT = 3
 PRICEWATCH_FRONTIER_CLAIM_BATCH = 64
 # Follow mode (-a follow=1): seconds between polls when nothing is due.
 PRICEWATCH_FRONTIER_POLL_INTERVAL = 5.0
+# -- Frontier: velocity scoring, health, caps (pricewatch/frontier/scoring.py has the formula).
+# After a successful fetch the next check is due in
+#   INTERVAL / importance / (1 + VELOCITY_WEIGHT * velocity) * (1 + HEALTH_WEIGHT * (1 - health))
+# clamped to [MIN_INTERVAL, MAX_INTERVAL]; failures back off from RETRY_DELAY, times the same
+# health factor. The score is a due time, so an entry waiting past it grows more urgent.
+# How much a SKU's price-change rate shortens its interval: velocity = changes / (checks +
+# VELOCITY_PRIOR), in [0, 1]; weight 3 checks a SKU that changes every time 4x as often.
+# 0 turns velocity off.
+PRICEWATCH_FRONTIER_VELOCITY_WEIGHT = 3.0
+# Pseudo-checks added to the denominator, so one early change does not read as velocity 1.
+PRICEWATCH_FRONTIER_VELOCITY_PRIOR = 2.0
+# Checks after which a SKU's change history is halved (old behaviour fades). 0 = never.
+PRICEWATCH_FRONTIER_VELOCITY_WINDOW = 50
+# How far a shop's poor health (an EWMA of blocked/error vs ok outcomes, 1 = healthy)
+# pushes its entries back: weight 2 triples the delays of a shop that fails every fetch.
+PRICEWATCH_FRONTIER_HEALTH_WEIGHT = 2.0
+# Weight of each new outcome in a domain's health average (0..1). Higher reacts faster.
+PRICEWATCH_FRONTIER_HEALTH_ALPHA = 0.1
+# Seconds without a successful fetch or a re-seed after which a failing entry is retired
+# (left in the retired set, `scrapy frontier --requeue DOMAIN` brings it back). 0 = never.
+PRICEWATCH_FRONTIER_RETIRE_UNSEEN = 0
+# Leases in flight per domain across all workers sharing the frontier (0 = no cap). Keep
+# it >= CONCURRENT_REQUESTS_PER_DOMAIN x workers crawling the domain only if the shop allows.
+PRICEWATCH_DOMAIN_MAX_INFLIGHT = 32
+# Redis frontier: the key namespace (the hash tag of every key, pricewatch:{NAMESPACE}:...),
+# so several catalogues can share one Redis (or one Redis Cluster slot each).
+PRICEWATCH_FRONTIER_REDIS_NAMESPACE = "pw"
+# Redis frontier: seconds a Redis command may take before the call fails as retryable.
+PRICEWATCH_FRONTIER_REDIS_TIMEOUT = 10.0
 
 # --- Extract ----------------------------------------------------------------------------------
 # Currency for ambiguous symbols per host, e.g. {"shop.ca": "CAD"} so "$" reads as CAD.

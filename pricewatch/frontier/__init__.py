@@ -9,7 +9,9 @@ from pricewatch.frontier.base import (
     Completion,
     DomainCounts,
     Entry,
+    EntryInfo,
     Frontier,
+    FrontierConnectionLost,
     FrontierUnavailable,
     Lease,
     SchedulePolicy,
@@ -22,7 +24,9 @@ __all__ = [
     "Completion",
     "DomainCounts",
     "Entry",
+    "EntryInfo",
     "Frontier",
+    "FrontierConnectionLost",
     "FrontierUnavailable",
     "Lease",
     "SchedulePolicy",
@@ -40,6 +44,13 @@ def policy_from_settings(settings: BaseSettings) -> SchedulePolicy:
         lease_ttl=settings.getfloat("PRICEWATCH_FRONTIER_LEASE_TTL", 300),
         max_attempts=settings.getint("PRICEWATCH_FRONTIER_MAX_ATTEMPTS", 5),
         gone_limit=settings.getint("PRICEWATCH_FRONTIER_GONE_LIMIT", 3),
+        velocity_weight=settings.getfloat("PRICEWATCH_FRONTIER_VELOCITY_WEIGHT", 3.0),
+        velocity_prior=settings.getfloat("PRICEWATCH_FRONTIER_VELOCITY_PRIOR", 2.0),
+        velocity_window=settings.getint("PRICEWATCH_FRONTIER_VELOCITY_WINDOW", 50),
+        health_weight=settings.getfloat("PRICEWATCH_FRONTIER_HEALTH_WEIGHT", 2.0),
+        health_alpha=settings.getfloat("PRICEWATCH_FRONTIER_HEALTH_ALPHA", 0.1),
+        retire_unseen=settings.getfloat("PRICEWATCH_FRONTIER_RETIRE_UNSEEN", 0),
+        domain_max_inflight=settings.getint("PRICEWATCH_DOMAIN_MAX_INFLIGHT", 32),
     )
     for name in ("interval", "lease_ttl", "retry_delay"):
         if getattr(policy, name) <= 0:
@@ -49,6 +60,31 @@ def policy_from_settings(settings: BaseSettings) -> SchedulePolicy:
     if policy.max_attempts < 1:
         raise ValueError(
             f"PRICEWATCH_FRONTIER_MAX_ATTEMPTS must be >= 1, got {policy.max_attempts}"
+        )
+    if policy.gone_limit < 1:
+        raise ValueError(f"PRICEWATCH_FRONTIER_GONE_LIMIT must be >= 1, got {policy.gone_limit}")
+    if not 0 <= policy.min_interval <= policy.max_interval:
+        raise ValueError(
+            "PRICEWATCH_FRONTIER_MIN_INTERVAL must be >= 0 and <= "
+            f"PRICEWATCH_FRONTIER_MAX_INTERVAL, got {policy.min_interval} and "
+            f"{policy.max_interval}"
+        )
+    for name in ("velocity_weight", "velocity_prior", "health_weight", "retire_unseen"):
+        if getattr(policy, name) < 0:
+            raise ValueError(
+                f"PRICEWATCH_FRONTIER_{name.upper()} must be >= 0, got {getattr(policy, name)}"
+            )
+    if policy.velocity_window < 0:
+        raise ValueError(
+            f"PRICEWATCH_FRONTIER_VELOCITY_WINDOW must be >= 0, got {policy.velocity_window}"
+        )
+    if not 0 <= policy.health_alpha <= 1:
+        raise ValueError(
+            f"PRICEWATCH_FRONTIER_HEALTH_ALPHA must be in [0, 1], got {policy.health_alpha}"
+        )
+    if policy.domain_max_inflight < 0:
+        raise ValueError(
+            f"PRICEWATCH_DOMAIN_MAX_INFLIGHT must be >= 0, got {policy.domain_max_inflight}"
         )
     return policy
 

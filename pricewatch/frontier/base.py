@@ -34,6 +34,14 @@ class Lease:
     sku: str | None = None
     importance: float = 1.0
     attempts: int = 0
+    # The entry's history when it was claimed, which the frontier reschedules from: only
+    # the lease holder changes it, so the snapshot is current when the lease completes.
+    failures: int = 0  # consecutive failures (blocked, error, gone)
+    gone: int = 0  # consecutive gone (404/410)
+    checks: int = 0  # successful fetches (ok, no_price) in the velocity window
+    changes: int = 0  # of which the stored offer changed
+    seen_at: float = 0.0  # epoch seconds of the last successful fetch or (re-)seeding
+    health: float = 1.0  # the domain's health (1 = every recent fetch succeeded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +66,29 @@ class DomainCounts:
 
 
 @dataclass(frozen=True, slots=True)
+class EntryInfo:
+    """One entry as the frontier holds it (``scrapy frontier --show URL``, tests)."""
+
+    url: str
+    domain: str
+    state: str  # scheduled, inflight, retired, dead
+    due_at: float
+    sku: str | None = None
+    importance: float = 1.0
+    attempts: int = 0
+    failures: int = 0
+    gone: int = 0
+    checks: int = 0
+    changes: int = 0
+    seen_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulePolicy:
-    """The simple due-time rule of the embedded frontier (settings ``PRICEWATCH_FRONTIER_*``)."""
+    """The due-time rule shared by every backend (settings ``PRICEWATCH_FRONTIER_*``).
+
+    The formula lives in :mod:`pricewatch.frontier.scoring`; this holds its weights.
+    """
 
     interval: float = 3600.0
     min_interval: float = 300.0
@@ -69,27 +98,38 @@ class SchedulePolicy:
     max_attempts: int = 5
     gone_limit: int = 3
     extra: dict[str, float] = field(default_factory=dict)
+    # Velocity: the interval is divided by 1 + velocity_weight * changes / (checks + prior).
+    velocity_weight: float = 3.0
+    velocity_prior: float = 2.0
+    # Checks after which the change history is halved, so old behaviour fades.
+    velocity_window: int = 50
+    # Domain health: an EWMA of fetch success (alpha per outcome); delays are multiplied by
+    # 1 + health_weight * (1 - health).
+    health_weight: float = 2.0
+    health_alpha: float = 0.1
+    # Seconds without a successful fetch or a re-seed after which a failing entry is
+    # retired (0 = never).
+    retire_unseen: float = 0.0
+    # Leases in flight per domain across all workers (0 = no cap).
+    domain_max_inflight: int = 32
 
-    def next_delay(self, completion: Completion, failures: int) -> float:
+    def next_delay(
+        self,
+        completion: Completion,
+        failures: int,
+        *,
+        velocity: float | None = None,
+        health: float = 1.0,
+    ) -> float:
         """Seconds from now until the entry is due again.
 
-        ``failures`` counts consecutive failures including this one. Success: the base
-        interval divided by importance, halved when the price just changed. Failure:
-        exponential from ``retry_delay``. ``retry_after`` is a floor.
+        ``failures`` counts consecutive failures including this one; ``velocity`` is the
+        entry's observed change rate in [0, 1] (``None``: 1 if it just changed, else 0);
+        ``health`` the domain's. See :func:`pricewatch.frontier.scoring.next_delay`.
         """
-        outcome = completion.outcome
-        if outcome in (Outcome.OK, Outcome.NO_PRICE):
-            delay = self.interval / max(completion.lease.importance, 0.01)
-            if completion.changed:
-                delay /= 2
-            delay = min(max(delay, self.min_interval), self.max_interval)
-        elif outcome is Outcome.SKIPPED:
-            delay = self.retry_delay
-        else:
-            delay = min(self.retry_delay * 2 ** max(failures - 1, 0), self.max_interval)
-        if completion.retry_after is not None:
-            delay = max(delay, completion.retry_after)
-        return delay
+        from pricewatch.frontier.scoring import next_delay
+
+        return next_delay(self, completion, failures, velocity=velocity, health=health)
 
 
 class Frontier(abc.ABC):
@@ -137,6 +177,20 @@ class Frontier(abc.ABC):
     async def next_due_in(self) -> float | None:
         """Seconds until the next entry is due (0 if one is due now), None if empty."""
 
+    async def entry(self, url: str) -> EntryInfo | None:
+        """The entry of ``url`` as stored, or None."""
+        raise NotImplementedError
+
+    async def requeue_domain(self, domain: str) -> int:
+        """Put the retired and dead entries of ``domain`` back on the schedule, due now,
+        with their failure counters reset. Returns how many moved."""
+        raise NotImplementedError
+
+    async def purge_domain(self, domain: str) -> int:
+        """Delete every entry of ``domain`` (the only way an entry leaves the frontier).
+        Returns how many were deleted."""
+        raise NotImplementedError
+
     async def __aenter__(self) -> Frontier:
         await self.open()
         return self
@@ -147,3 +201,8 @@ class Frontier(abc.ABC):
 
 class FrontierUnavailable(RuntimeError):
     """The frontier backend cannot be reached; the message names the masked URL."""
+
+
+class FrontierConnectionLost(FrontierUnavailable):
+    """The backend went away mid-crawl (e.g. Redis restarted). Retryable: back off and
+    call again; nothing was lost, unacknowledged leases expire and are reaped."""

@@ -1,0 +1,512 @@
+"""The embedded frontier: one SQLite file (WAL), no server. The default.
+
+Settings (through :class:`SchedulePolicy`, see :func:`pricewatch.frontier.policy_from_settings`):
+``PRICEWATCH_FRONTIER_URL`` (``sqlite:///pricewatch.db``), ``PRICEWATCH_FRONTIER_LEASE_TTL``
+(300), ``PRICEWATCH_FRONTIER_INTERVAL`` (3600), ``PRICEWATCH_FRONTIER_MIN_INTERVAL`` (300),
+``PRICEWATCH_FRONTIER_MAX_INTERVAL`` (604800), ``PRICEWATCH_FRONTIER_RETRY_DELAY`` (60),
+``PRICEWATCH_FRONTIER_MAX_ATTEMPTS`` (5), ``PRICEWATCH_FRONTIER_GONE_LIMIT`` (3),
+``PRICEWATCH_FRONTIER_VELOCITY_*``, ``PRICEWATCH_FRONTIER_HEALTH_*``,
+``PRICEWATCH_FRONTIER_RETIRE_UNSEEN`` (0), ``PRICEWATCH_DOMAIN_MAX_INFLIGHT`` (32).
+
+One row per URL in ``frontier_entries``; a row never leaves the table except through
+``purge_domain``: it is scheduled (leased or not), retired or dead. Every call runs on a
+dedicated single-thread executor that owns the connection, so the event loop never
+blocks. Claims run in ``BEGIN IMMEDIATE`` transactions, so several processes sharing one
+file never lease the same entry twice. The clock is epoch seconds (``time.time()``),
+shared by the processes of one machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from pricewatch._urls import sqlite_path
+from pricewatch.frontier.base import (
+    Completion,
+    DomainCounts,
+    Entry,
+    EntryInfo,
+    Frontier,
+    FrontierUnavailable,
+    Lease,
+    SchedulePolicy,
+)
+from pricewatch.frontier.scoring import History, transition, updated_health
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+BUSY_TIMEOUT = 30.0  # seconds a writer waits for another process's transaction
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS frontier_entries (
+    url TEXT PRIMARY KEY,
+    domain TEXT NOT NULL,
+    sku TEXT,
+    importance REAL NOT NULL DEFAULT 1.0,
+    due_at REAL NOT NULL,
+    lease_token TEXT,
+    lease_until REAL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    failures INTEGER NOT NULL DEFAULT 0,
+    gone_count INTEGER NOT NULL DEFAULT 0,
+    change_count INTEGER NOT NULL DEFAULT 0,
+    checks INTEGER NOT NULL DEFAULT 0,
+    seen_at REAL NOT NULL,
+    state TEXT NOT NULL DEFAULT 'scheduled'
+        CHECK (state IN ('scheduled', 'retired', 'dead')),
+    state_reason TEXT
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS frontier_entries_ready
+    ON frontier_entries (domain, due_at) WHERE state = 'scheduled' AND lease_token IS NULL;
+CREATE INDEX IF NOT EXISTS frontier_entries_leased
+    ON frontier_entries (lease_until) WHERE lease_token IS NOT NULL;
+CREATE INDEX IF NOT EXISTS frontier_entries_domain
+    ON frontier_entries (domain, state);
+CREATE TABLE IF NOT EXISTS frontier_domains (
+    domain TEXT PRIMARY KEY,
+    paused_until REAL NOT NULL DEFAULT 0,
+    health REAL NOT NULL DEFAULT 1.0
+) WITHOUT ROWID;
+"""
+
+_ADD = """
+INSERT INTO frontier_entries (url, domain, sku, importance, due_at, seen_at)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (url) DO UPDATE SET
+    sku = coalesce(excluded.sku, sku),
+    importance = excluded.importance,
+    seen_at = max(seen_at, excluded.seen_at)
+"""
+_READY = """
+SELECT url, domain, sku, importance, due_at, attempts, failures, gone_count, checks,
+       change_count, seen_at
+FROM frontier_entries
+WHERE domain = ? AND state = 'scheduled' AND lease_token IS NULL AND due_at <= ?
+ORDER BY due_at
+LIMIT ? OFFSET ?
+"""
+_HEAD = """
+SELECT min(due_at) FROM frontier_entries
+WHERE domain = ? AND state = 'scheduled' AND lease_token IS NULL
+"""
+_ENTRY_COLUMNS = (
+    "url, domain, sku, importance, due_at, lease_token, attempts, failures, gone_count, "
+    "checks, change_count, seen_at, state"
+)
+
+
+def domain_of(url: str) -> str | None:
+    """The lower-case host of ``url``, None when it has none."""
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return None
+    return host or None
+
+
+def valid_entries(entries: Iterable[Entry]) -> list[tuple[Entry, str]]:
+    """Entries with an http(s) host and a positive finite importance, with their domain;
+    the others are logged and skipped. The last of duplicate URLs wins."""
+    out: dict[str, tuple[Entry, str]] = {}
+    for entry in entries:
+        domain = domain_of(entry.url)
+        if domain is None:
+            logger.warning("Frontier: skipped %r: no host in the URL", entry.url)
+            continue
+        importance = entry.importance
+        if not (isinstance(importance, int | float) and math.isfinite(importance)) or (
+            importance <= 0
+        ):
+            logger.warning(
+                "Frontier: skipped %r: importance must be > 0, got %r", entry.url, importance
+            )
+            continue
+        out[entry.url] = (entry, domain)
+    return list(out.values())
+
+
+def interleave(groups: Sequence[Sequence[T]], limit: int) -> list[T]:
+    """Round-robin over ``groups`` (in order) until ``limit`` items."""
+    out: list[T] = []
+    depth = 0
+    while len(out) < limit:
+        progressed = False
+        for group in groups:
+            if depth < len(group):
+                out.append(group[depth])
+                progressed = True
+                if len(out) == limit:
+                    return out
+        if not progressed:
+            break
+        depth += 1
+    return out
+
+
+class SQLiteFrontier(Frontier):
+    def __init__(self, url: str, policy: SchedulePolicy | None = None) -> None:
+        self.url = url
+        self.path = sqlite_path(url)
+        self.policy = policy or SchedulePolicy()
+        self._executor: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._executor is None:
+            raise RuntimeError(f"frontier {self.url} is not open (call open() first)")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, fn, *args)
+
+    def _db(self) -> sqlite3.Connection:
+        assert self._conn is not None
+        return self._conn
+
+    def _transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._db()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return result
+
+    async def open(self) -> None:
+        if self._executor is not None:
+            return
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pw-frontier")
+        try:
+            await self._run(self._open_sync)
+        except (sqlite3.Error, OSError) as exc:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+            raise FrontierUnavailable(f"cannot open the SQLite frontier {self.url}: {exc}") from exc
+
+    def _open_sync(self) -> None:
+        if self.path.parent != self.path and not self.path.parent.exists():
+            raise OSError(f"directory {self.path.parent} does not exist")
+        conn = sqlite3.connect(
+            self.path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.executescript(SCHEMA)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    async def close(self) -> None:
+        if self._executor is None:
+            return
+        try:
+            await self._run(self._close_sync)
+        finally:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    def _close_sync(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # -- add --------------------------------------------------------------------------------
+
+    async def add(self, entries: Iterable[Entry]) -> int:
+        rows = valid_entries(entries)
+        if not rows:
+            return 0
+        return await self._run(self._transaction, lambda conn: self._add_sync(conn, rows))
+
+    def _add_sync(self, conn: sqlite3.Connection, rows: list[tuple[Entry, str]]) -> int:
+        now = time.time()
+        before = conn.execute("SELECT count(*) FROM frontier_entries").fetchone()[0]
+        conn.executemany(
+            _ADD,
+            ((e.url, domain, e.sku, float(e.importance), now, now) for e, domain in rows),
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO frontier_domains (domain) VALUES (?)",
+            ((d,) for d in {domain for _, domain in rows}),
+        )
+        after = conn.execute("SELECT count(*) FROM frontier_entries").fetchone()[0]
+        return int(after - before)
+
+    # -- claim ------------------------------------------------------------------------------
+
+    async def claim(self, n: int) -> list[Lease]:
+        if n <= 0:
+            return []
+        return await self._run(self._transaction, lambda conn: self._claim_sync(conn, n))
+
+    def _claim_sync(self, conn: sqlite3.Connection, n: int) -> list[Lease]:
+        now = time.time()
+        self._reap_sync(conn, now)
+        cap = self.policy.domain_max_inflight
+        domains = conn.execute(
+            "SELECT domain, health FROM frontier_domains WHERE paused_until <= ?", (now,)
+        ).fetchall()
+        inflight = dict(
+            conn.execute(
+                "SELECT domain, count(*) FROM frontier_entries "
+                "WHERE lease_token IS NOT NULL GROUP BY domain"
+            ).fetchall()
+        )
+        health = dict(domains)
+        heads: list[tuple[float, str, int]] = []
+        for domain, _ in domains:
+            free = n if cap <= 0 else min(n, cap - inflight.get(domain, 0))
+            if free <= 0:
+                continue
+            head = conn.execute(_HEAD, (domain,)).fetchone()[0]
+            if head is not None and head <= now:
+                heads.append((head, domain, free))
+        heads.sort()
+        # Most overdue domain first: it is served first in every round.
+        room = {domain: free for _, domain, free in heads}
+        picked: dict[str, list[tuple[Any, ...]]] = {}
+        exhausted: set[str] = set()
+        remaining = n
+        while remaining > 0:
+            active = [d for d in room if d not in exhausted and room[d] > len(picked.get(d, ()))]
+            if not active:
+                break
+            share = max(1, remaining // len(active))
+            for domain in active:
+                taken = picked.setdefault(domain, [])
+                want = min(share, room[domain] - len(taken))
+                rows = conn.execute(_READY, (domain, now, want, len(taken))).fetchall()
+                taken.extend(rows)
+                remaining -= len(rows)
+                if len(rows) < want:
+                    exhausted.add(domain)
+                if remaining <= 0:
+                    break
+        chosen = interleave([rows for rows in picked.values() if rows], n)
+        deadline = now + self.policy.lease_ttl
+        leases = []
+        for url, domain, sku, imp, _due, attempts, fails, gone, checks, changes, seen in chosen:
+            leases.append(
+                Lease(
+                    url=url,
+                    domain=domain,
+                    token=secrets.token_hex(8),
+                    deadline=deadline,
+                    sku=sku,
+                    importance=imp,
+                    attempts=attempts,
+                    failures=fails,
+                    gone=gone,
+                    checks=checks,
+                    changes=changes,
+                    seen_at=seen,
+                    health=health.get(domain, 1.0),
+                )
+            )
+        conn.executemany(
+            "UPDATE frontier_entries SET lease_token = ?, lease_until = ? WHERE url = ?",
+            ((lease.token, deadline, lease.url) for lease in leases),
+        )
+        return leases
+
+    # -- complete ---------------------------------------------------------------------------
+
+    async def complete(self, completions: Sequence[Completion]) -> int:
+        if not completions:
+            return 0
+        items = list(completions)
+        return await self._run(self._transaction, lambda conn: self._complete_sync(conn, items))
+
+    def _complete_sync(self, conn: sqlite3.Connection, completions: list[Completion]) -> int:
+        now = time.time()
+        policy = self.policy
+        applied = 0
+        health_cache: dict[str, float] = {}
+        for completion in completions:
+            lease = completion.lease
+            row = conn.execute(
+                "SELECT failures, gone_count, checks, change_count, seen_at, domain "
+                "FROM frontier_entries WHERE url = ? AND lease_token = ?",
+                (lease.url, lease.token),
+            ).fetchone()
+            if row is None:
+                continue
+            failures, gone, checks, changes, seen_at, domain = row
+            if domain not in health_cache:
+                found = conn.execute(
+                    "SELECT health FROM frontier_domains WHERE domain = ?", (domain,)
+                ).fetchone()
+                health_cache[domain] = found[0] if found else 1.0
+            health = health_cache[domain]
+            history = History(
+                failures=failures, gone=gone, checks=checks, changes=changes, seen_at=seen_at
+            )
+            step = transition(policy, history, completion, now, health)
+            health_cache[domain] = updated_health(policy, health, step.health_sample)
+            new = step.history
+            if step.due_at is None:
+                state, due_at = "retired", now
+            else:
+                state, due_at = "scheduled", step.due_at
+            conn.execute(
+                "UPDATE frontier_entries SET lease_token = NULL, lease_until = NULL, "
+                "attempts = 0, failures = ?, gone_count = ?, checks = ?, change_count = ?, "
+                "seen_at = ?, due_at = ?, state = ?, state_reason = ? WHERE url = ?",
+                (
+                    new.failures,
+                    new.gone,
+                    new.checks,
+                    new.changes,
+                    new.seen_at,
+                    due_at,
+                    state,
+                    step.retired,
+                    lease.url,
+                ),
+            )
+            applied += 1
+        conn.executemany(
+            "UPDATE frontier_domains SET health = ? WHERE domain = ?",
+            ((h, d) for d, h in health_cache.items()),
+        )
+        return applied
+
+    # -- reap -------------------------------------------------------------------------------
+
+    async def reap(self) -> int:
+        return await self._run(self._transaction, lambda conn: self._reap_sync(conn, time.time()))
+
+    def _reap_sync(self, conn: sqlite3.Connection, now: float) -> int:
+        """Expired leases back to the schedule, keeping their (overdue) due time, with one
+        more attempt; entries that reached the attempt limit go to the dead state."""
+        cursor = conn.execute(
+            "UPDATE frontier_entries SET lease_token = NULL, lease_until = NULL, "
+            "attempts = attempts + 1 WHERE lease_token IS NOT NULL AND lease_until <= ?",
+            (now,),
+        )
+        reaped = cursor.rowcount
+        if reaped:
+            conn.execute(
+                "UPDATE frontier_entries SET state = 'dead', state_reason = 'attempts' "
+                "WHERE state = 'scheduled' AND lease_token IS NULL AND attempts >= ?",
+                (self.policy.max_attempts,),
+            )
+        return int(reaped)
+
+    # -- domains ----------------------------------------------------------------------------
+
+    async def pause_domain(self, domain: str, seconds: float) -> None:
+        await self._run(self._transaction, lambda conn: self._pause_sync(conn, domain, seconds))
+
+    def _pause_sync(self, conn: sqlite3.Connection, domain: str, seconds: float) -> None:
+        until = time.time() + max(seconds, 0.0)
+        conn.execute(
+            "INSERT INTO frontier_domains (domain, paused_until) VALUES (?, ?) "
+            "ON CONFLICT (domain) DO UPDATE SET paused_until = max(paused_until, excluded.paused_until)",
+            (domain, until),
+        )
+
+    async def counts(self) -> list[DomainCounts]:
+        return await self._run(self._counts_sync)
+
+    def _counts_sync(self) -> list[DomainCounts]:
+        now = time.time()
+        rows = (
+            self._db()
+            .execute(
+                "SELECT domain, "
+                "sum(state = 'scheduled' AND lease_token IS NULL AND due_at <= :now), "
+                "sum(state = 'scheduled' AND lease_token IS NULL AND due_at > :now), "
+                "sum(lease_token IS NOT NULL), sum(state = 'retired'), sum(state = 'dead') "
+                "FROM frontier_entries GROUP BY domain ORDER BY domain",
+                {"now": now},
+            )
+            .fetchall()
+        )
+        return [DomainCounts(d, due, sched, infl, ret, dead) for d, due, sched, infl, ret, dead in rows]
+
+    async def next_due_in(self) -> float | None:
+        return await self._run(self._next_due_sync)
+
+    def _next_due_sync(self) -> float | None:
+        conn = self._db()
+        now = time.time()
+        best: float | None = None
+        for domain, paused_until in conn.execute(
+            "SELECT domain, paused_until FROM frontier_domains"
+        ).fetchall():
+            row = conn.execute(_HEAD, (domain,)).fetchone()
+            if row[0] is not None:
+                due = max(row[0], paused_until)
+                best = due if best is None else min(best, due)
+        row = conn.execute(
+            "SELECT min(lease_until) FROM frontier_entries WHERE lease_token IS NOT NULL"
+        ).fetchone()
+        if row[0] is not None:
+            best = row[0] if best is None else min(best, row[0])
+        if best is None:
+            return None
+        return max(best - now, 0.0)
+
+    async def entry(self, url: str) -> EntryInfo | None:
+        return await self._run(self._entry_sync, url)
+
+    def _entry_sync(self, url: str) -> EntryInfo | None:
+        row = (
+            self._db()
+            .execute(f"SELECT {_ENTRY_COLUMNS} FROM frontier_entries WHERE url = ?", (url,))
+            .fetchone()
+        )
+        if row is None:
+            return None
+        (url, domain, sku, imp, due, token, attempts, fails, gone, checks, changes, seen, st) = row
+        return EntryInfo(
+            url=url,
+            domain=domain,
+            state="inflight" if token is not None else st,
+            due_at=due,
+            sku=sku,
+            importance=imp,
+            attempts=attempts,
+            failures=fails,
+            gone=gone,
+            checks=checks,
+            changes=changes,
+            seen_at=seen,
+        )
+
+    async def requeue_domain(self, domain: str) -> int:
+        return await self._run(self._transaction, lambda conn: self._requeue_sync(conn, domain))
+
+    def _requeue_sync(self, conn: sqlite3.Connection, domain: str) -> int:
+        now = time.time()
+        cursor = conn.execute(
+            "UPDATE frontier_entries SET state = 'scheduled', state_reason = NULL, due_at = ?, "
+            "attempts = 0, failures = 0, gone_count = 0, seen_at = ? "
+            "WHERE domain = ? AND state IN ('retired', 'dead')",
+            (now, now, domain),
+        )
+        return int(cursor.rowcount)
+
+    async def purge_domain(self, domain: str) -> int:
+        return await self._run(self._transaction, lambda conn: self._purge_sync(conn, domain))
+
+    def _purge_sync(self, conn: sqlite3.Connection, domain: str) -> int:
+        cursor = conn.execute("DELETE FROM frontier_entries WHERE domain = ?", (domain,))
+        conn.execute("DELETE FROM frontier_domains WHERE domain = ?", (domain,))
+        return int(cursor.rowcount)
