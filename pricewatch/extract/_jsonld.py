@@ -1,0 +1,283 @@
+"""schema.org products in JSON-LD, and in any JSON payload of the same shape.
+
+Handles ``@graph``, top-level arrays, nested and listed ``offers``, ``ProductGroup`` with
+``hasVariant``, ``AggregateOffer`` (``lowPrice``), ``priceSpecification`` lists with
+``UnitPriceSpecification`` and ``priceType`` ``StrikethroughPrice``/``ListPrice`` (the
+regular price). Scripts that are not strict JSON (comments, trailing commas, raw control
+characters) are repaired once, then skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+from pricewatch.extract._candidate import (
+    Candidate,
+    clean_text,
+    normalise_availability,
+    valid_gtin,
+)
+from pricewatch.extract._money import parse_machine
+
+_PRODUCT_TYPES = {
+    "product", "productgroup", "productmodel", "individualproduct", "someproducts",
+    "vehicle", "car", "motorcycle", "book", "merchandise", "shoe", "clothing",
+}
+_OFFER_TYPES = {"offer", "aggregateoffer", "offerforpurchase"}
+_REGULAR_TYPES = ("strikethrough", "listprice", "msrp", "regular", "wasprice", "srp")
+_GTIN_KEYS = ("gtin13", "gtin", "gtin12", "gtin14", "gtin8", "ean", "isbn", "upc")
+
+_TRAILING_COMMA = re.compile(r",\s*([}\]])")
+_LINE_COMMENT = re.compile(r"^\s*//.*$", re.M)
+_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+_CDATA = re.compile(r"^\s*(?://\s*)?<!\[CDATA\[|(?://\s*)?\]\]>\s*$")
+
+
+def load_json(text: str) -> Any:
+    """Parse a JSON-LD script leniently; None when it is not JSON."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return json.loads(text, strict=False)
+    except ValueError:
+        pass
+    repaired = _CDATA.sub("", text)
+    repaired = _BLOCK_COMMENT.sub("", repaired)
+    repaired = _LINE_COMMENT.sub("", repaired)
+    repaired = _TRAILING_COMMA.sub(r"\1", repaired).strip().rstrip(";")
+    try:
+        return json.loads(repaired, strict=False)
+    except ValueError:
+        pass
+    # Several objects one after the other.
+    try:
+        return json.loads("[" + re.sub(r"}\s*{", "},{", repaired) + "]", strict=False)
+    except (ValueError, RecursionError):
+        return None
+    except Exception:
+        return None
+
+
+def types_of(node: dict[str, Any]) -> set[str]:
+    value = node.get("@type") or node.get("type")
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        return set()
+    out = set()
+    for item in value:
+        if isinstance(item, str):
+            out.add(item.rsplit("/", 1)[-1].rsplit(":", 1)[-1].lower())
+    return out
+
+
+def walk(data: Any, depth: int = 0, in_list: bool = False) -> Iterator[tuple[dict[str, Any], bool]]:
+    """Every dict in ``data`` with whether it sits inside an ItemList-like container."""
+    if depth > 12:
+        return
+    if isinstance(data, list):
+        for item in data[:500]:
+            yield from walk(item, depth + 1, in_list)
+    elif isinstance(data, dict):
+        yield data, in_list
+        listish = bool(types_of(data) & {"itemlist", "offercatalog", "collectionpage"})
+        for key, value in data.items():
+            if key in ("offers", "hasVariant", "priceSpecification"):
+                continue  # read as part of their product/offer
+            if isinstance(value, (dict, list)):
+                nested = in_list or listish or key in (
+                    "isRelatedTo", "isSimilarTo", "itemListElement", "isAccessoryOrSparePartFor",
+                    "isConsumableFor", "relatedLink", "mentions",
+                )
+                yield from walk(value, depth + 1, nested)
+
+
+def _first(value: Any) -> Any:
+    while isinstance(value, list):
+        if not value:
+            return None
+        value = value[0]
+    return value
+
+
+def _text(value: Any) -> str | None:
+    value = _first(value)
+    if isinstance(value, dict):
+        value = value.get("name") or value.get("@value")
+    return clean_text(value)
+
+
+def _spec_list(value: Any) -> list[dict[str, Any]]:
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, dict)]
+    return []
+
+
+def read_offer(offer: dict[str, Any], cand: Candidate) -> None:
+    """Fill price/regular/currency/availability of ``cand`` from one offer node."""
+    kinds = types_of(offer)
+    raw = offer.get("price")
+    if isinstance(raw, list):
+        raw = _first(raw)
+    if (raw is None or raw == "") and "aggregateoffer" in kinds:
+        raw = offer.get("lowPrice")
+    if raw is None or raw == "":
+        raw = offer.get("lowPrice")
+    price = parse_machine(raw)
+    currency = _text(offer.get("priceCurrency"))
+    regular = None
+    regular_text = None
+    for spec in _spec_list(offer.get("priceSpecification")):
+        value = spec.get("price")
+        if value is None or value == "":
+            value = spec.get("minPrice")
+        spec_price = parse_machine(value)
+        if spec_price is None:
+            continue
+        ptype = str(_first(spec.get("priceType")) or "").lower()
+        if any(marker in ptype for marker in _REGULAR_TYPES):
+            if regular is None:
+                regular, regular_text = spec_price, clean_text(value)
+        elif "referencequantity" in spec and "unitprice" in " ".join(types_of(spec)) and (
+            price is not None
+        ):
+            continue  # a per-unit price (per kg, per litre) next to the offer price
+        elif price is None:
+            price, raw = spec_price, value
+        currency = currency or _text(spec.get("priceCurrency"))
+    if price is not None and cand.price is None:
+        cand.price = price
+        cand.price_text = clean_text(raw)
+        cand.currency_raw = currency
+    elif price is not None and price != cand.price:
+        cand.alternatives.append(price)
+    if regular is not None and cand.regular_price is None:
+        cand.regular_price, cand.regular_price_text = regular, regular_text
+    if cand.availability is None:
+        cand.availability = normalise_availability(offer.get("availability"))
+    if not cand.sku:
+        cand.sku = _text(offer.get("sku"))
+    if not cand.gtin:
+        for key in _GTIN_KEYS:
+            cand.gtin = valid_gtin(_first(offer.get(key)))
+            if cand.gtin:
+                break
+
+
+def _offers(node: dict[str, Any]) -> list[dict[str, Any]]:
+    value = node.get("offers")
+    out: list[dict[str, Any]] = []
+    for offer in _spec_list(value):
+        nested = offer.get("offers")
+        if "aggregateoffer" in types_of(offer) and not (
+            offer.get("price") or offer.get("lowPrice")
+        ) and nested:
+            out.extend(_spec_list(nested))
+        else:
+            out.append(offer)
+    return out
+
+
+def read_product(node: dict[str, Any], source: str) -> Candidate:
+    cand = Candidate(source=source)
+    cand.name = _text(node.get("name"))
+    cand.sku = _text(node.get("sku")) or _text(node.get("productID"))
+    for key in _GTIN_KEYS:
+        cand.gtin = valid_gtin(_first(node.get(key)))
+        if cand.gtin:
+            break
+    for offer in _offers(node):
+        read_offer(offer, cand)
+    if cand.price is None and node.get("price") not in (None, ""):
+        read_offer(node, cand)  # offer properties put straight on the product
+    if cand.availability is None:
+        cand.availability = normalise_availability(node.get("availability"))
+    return cand
+
+
+def _norm_url(url: str) -> str:
+    url = url.split("#", 1)[0].rstrip("/")
+    return url.split("://", 1)[-1].lower()
+
+
+def _mentions_url(node: dict[str, Any], cand: Candidate, url: str) -> bool:
+    own = node.get("url") or node.get("@id")
+    if isinstance(own, str) and own and _norm_url(own) == _norm_url(url):
+        return True
+    sku = cand.sku
+    return bool(sku and len(sku) >= 4 and sku.lower() in url.lower())
+
+
+def product_candidates(data: Any, url: str, source: str) -> list[Candidate]:
+    """Candidates for every top-level product in ``data``, the page's own product first."""
+    scored: list[tuple[int, int, Candidate]] = []
+    offers_only: list[Candidate] = []
+    order = 0
+    for node, in_list in walk(data):
+        kinds = types_of(node)
+        order += 1
+        if kinds & _PRODUCT_TYPES or ("offers" in node and not kinds & _OFFER_TYPES):
+            cand = _product_or_group(node, url, source)
+            rank = 0 if _mentions_url(node, cand, url) else 1
+            if in_list:
+                rank += 2
+            if cand.price is None:
+                rank += 1
+            scored.append((rank, order, cand))
+        elif kinds & _OFFER_TYPES and not in_list:
+            cand = Candidate(source=source)
+            read_offer(node, cand)
+            offers_only.append(cand)
+    scored.sort(key=lambda item: (item[0], item[1]))
+    out = [cand for _, _, cand in scored]
+    if not any(c.price is not None for c in out):
+        out.extend(offers_only)
+    return out
+
+
+def _product_or_group(node: dict[str, Any], url: str, source: str) -> Candidate:
+    group = read_product(node, source)
+    variants = [v for v in _spec_list(node.get("hasVariant"))]
+    if not variants:
+        return group
+    chosen: Candidate | None = None
+    prices: list[Decimal] = []
+    readings = []
+    for variant in variants[:200]:
+        cand = read_product(variant, source)
+        readings.append(cand)
+        if cand.price is not None:
+            prices.append(cand.price)
+        if chosen is None and _mentions_url(variant, cand, url):
+            chosen = cand
+    if chosen is None:
+        if group.price is not None:
+            chosen = group
+        else:
+            chosen = next((c for c in readings if c.price is not None), group)
+    chosen.name = chosen.name or group.name
+    chosen.currency_raw = chosen.currency_raw or group.currency_raw
+    chosen.alternatives.extend(p for p in prices if p != chosen.price)
+    if len(variants) > 1 and chosen is not group and not chosen.sku:
+        chosen.sku = group.sku
+    return chosen
+
+
+def jsonld_candidates(root: Any) -> list[Any]:
+    """The parsed JSON of every JSON-LD script of the page."""
+    out = []
+    for script in root.iter("script"):
+        kind = (script.get("type") or "").lower()
+        if "ld+json" not in kind:
+            continue
+        data = load_json(script.text or "")
+        if data is not None:
+            out.append(data)
+    return out

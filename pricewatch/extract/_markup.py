@@ -1,0 +1,230 @@
+"""Microdata, RDFa-lite and OpenGraph/meta readings of the shared lxml tree.
+
+Microdata: the first top-level ``schema.org/Product`` item scope, with the properties of
+nested product scopes (related products) left out; an ``Offer`` scope, or loose
+``itemprop="price"`` properties, when there is no product scope. RDFa-lite:
+``property="price"`` / ``schema:price`` and friends (reported as ``microdata``).
+OpenGraph: ``og:price:amount``, ``product:price:amount``, their currencies,
+``og:availability``/``product:availability`` and ``product:retailer_item_id``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pricewatch.extract._candidate import (
+    Candidate,
+    clean_text,
+    normalise_availability,
+    valid_gtin,
+)
+from pricewatch.extract._money import parse_machine
+
+_PRODUCT_SCOPES = (
+    "//*[@itemscope][contains(@itemtype,'roduct') or contains(@itemtype,'Vehicle')"
+    " or contains(@itemtype,'/Car') or contains(@itemtype,'/Book')]"
+)
+_OFFER_SCOPES = "//*[@itemscope][contains(@itemtype,'Offer')]"
+_GTIN_PROPS = ("gtin13", "gtin", "gtin12", "gtin14", "gtin8", "ean", "isbn", "upc")
+_REGULAR_MARKERS = ("strikethrough", "listprice", "regular", "was")
+
+
+def prop_value(el: Any) -> str | None:
+    tag = el.tag if isinstance(el.tag, str) else ""
+    content = el.get("content")
+    if content is not None:
+        return content
+    if tag in ("a", "link", "area"):
+        return el.get("href")
+    if tag in ("data", "meter", "input"):
+        return el.get("value")
+    if tag in ("img", "source"):
+        return el.get("src")
+    if tag == "time":
+        return el.get("datetime") or el.text_content()
+    try:
+        return el.text_content()
+    except ValueError:
+        return None
+
+
+def _is_product_scope(el: Any) -> bool:
+    if el.get("itemscope") is None:
+        return False
+    kind = el.get("itemtype") or ""
+    return "roduct" in kind or "Vehicle" in kind or "/Car" in kind or "/Book" in kind
+
+
+def _scoped_props(scope: Any) -> list[Any]:
+    """The itemprops of ``scope`` and its nested offers, not of nested products."""
+    out = []
+    for el in scope.iterdescendants():
+        if not isinstance(el.tag, str) or el.get("itemprop") is None:
+            continue
+        parent = el.getparent()
+        foreign = False
+        while parent is not None and parent is not scope:
+            if _is_product_scope(parent):
+                foreign = True
+                break
+            parent = parent.getparent()
+        if not foreign:
+            out.append(el)
+    return out
+
+
+def _fill(cand: Candidate, props: list[Any]) -> None:
+    for el in props:
+        names = (el.get("itemprop") or "").split()
+        for name in names:
+            _apply(cand, name, el)
+
+
+def _apply(cand: Candidate, name: str, el: Any) -> None:
+    if name in ("price", "lowPrice"):
+        raw = prop_value(el)
+        price = parse_machine(raw)
+        if price is None:
+            return
+        if _is_regular(el):
+            if cand.regular_price is None:
+                cand.regular_price, cand.regular_price_text = price, clean_text(raw)
+            return
+        if cand.price is None:
+            cand.price, cand.price_text = price, clean_text(raw)
+        elif price != cand.price:
+            cand.alternatives.append(price)
+    elif name == "priceCurrency":
+        if not cand.currency_raw:
+            cand.currency_raw = clean_text(prop_value(el))
+    elif name == "availability":
+        if cand.availability is None:
+            cand.availability = normalise_availability(prop_value(el))
+    elif name in ("sku", "productID"):
+        if not cand.sku:
+            cand.sku = clean_text(prop_value(el), 80)
+    elif name in _GTIN_PROPS:
+        if not cand.gtin:
+            cand.gtin = valid_gtin(clean_text(prop_value(el)))
+    elif name == "name":
+        if not cand.name and el.getparent() is not None:
+            cand.name = clean_text(prop_value(el))
+
+
+def _is_regular(el: Any) -> bool:
+    """A price inside a priceSpecification whose priceType says list/strike-through."""
+    parent = el.getparent()
+    depth = 0
+    while parent is not None and depth < 4:
+        if parent.get("itemscope") is not None:
+            for child in parent.iterdescendants():
+                if isinstance(child.tag, str) and child.get("itemprop") == "priceType":
+                    kind = (prop_value(child) or "").lower()
+                    return any(marker in kind for marker in _REGULAR_MARKERS)
+            return False
+        parent = parent.getparent()
+        depth += 1
+    return False
+
+
+def microdata_candidates(root: Any) -> list[Candidate]:
+    out: list[Candidate] = []
+    scopes = [
+        el
+        for el in root.xpath(_PRODUCT_SCOPES)
+        if not any(_is_product_scope(a) for a in el.iterancestors())
+    ]
+    for scope in scopes[:5]:
+        cand = Candidate(source="microdata")
+        _fill(cand, _scoped_props(scope))
+        if cand.useful():
+            out.append(cand)
+    if out:
+        return out
+    for scope in root.xpath(_OFFER_SCOPES)[:3]:
+        cand = Candidate(source="microdata")
+        _fill(cand, _scoped_props(scope))
+        if cand.useful():
+            out.append(cand)
+    if out:
+        return out
+    loose = root.xpath(
+        "//*[@itemprop='price' or @itemprop='priceCurrency' or @itemprop='availability'"
+        " or @itemprop='sku' or @itemprop='lowPrice']"
+    )
+    if loose:
+        cand = Candidate(source="microdata")
+        _fill(cand, loose[:20])
+        if cand.useful():
+            out.append(cand)
+    return out
+
+
+_RDFA_PROPS = {
+    "price", "lowprice", "pricecurrency", "availability", "sku", "gtin13", "gtin", "name",
+}
+
+
+def rdfa_candidates(root: Any) -> list[Candidate]:
+    nodes = root.xpath(
+        "//*[@property][contains(@property,'rice') or contains(@property,'vailability')"
+        " or contains(@property,'sku')][not(starts-with(@property,'og:'))"
+        " and not(starts-with(@property,'product:'))]"
+    )
+    if not nodes:
+        return []
+    cand = Candidate(source="microdata")
+    for el in nodes[:30]:
+        for prop in (el.get("property") or "").split():
+            local = prop.rsplit(":", 1)[-1].rsplit("/", 1)[-1]
+            if local.lower() not in _RDFA_PROPS:
+                continue
+            name = {"lowprice": "lowPrice", "pricecurrency": "priceCurrency"}.get(
+                local.lower(), local
+            )
+            _apply(cand, name, el)
+    return [cand] if cand.useful() else []
+
+
+def opengraph_candidate(root: Any) -> Candidate | None:
+    metas = root.xpath(
+        "//meta[starts-with(@property,'og:') or starts-with(@property,'product:')"
+        " or starts-with(@name,'og:') or starts-with(@name,'product:')]"
+    )
+    if not metas:
+        return None
+    cand = Candidate(source="opengraph")
+    values: dict[str, str] = {}
+    for meta in metas:
+        key = (meta.get("property") or meta.get("name") or "").strip().lower()
+        content = meta.get("content")
+        if content is not None and key not in values:
+            values[key] = content
+    for key in ("product:sale_price:amount", "product:price:amount", "og:price:amount",
+                "product:price", "og:price"):
+        price = parse_machine(values.get(key))
+        if price is not None:
+            cand.price, cand.price_text = price, clean_text(values[key])
+            prefix = key.rsplit(":", 1)[0] if key.endswith(":amount") else key
+            cand.currency_raw = clean_text(
+                values.get(prefix + ":currency") or values.get("product:price:currency")
+                or values.get("og:price:currency")
+            )
+            break
+    for key in ("product:original_price:amount", "product:regular_price:amount"):
+        regular = parse_machine(values.get(key))
+        if regular is not None:
+            cand.regular_price, cand.regular_price_text = regular, clean_text(values[key])
+            break
+    cand.availability = normalise_availability(
+        values.get("product:availability") or values.get("og:availability")
+    )
+    cand.sku = clean_text(values.get("product:retailer_item_id"), 80)
+    cand.name = clean_text(values.get("og:title"))
+    for key in ("product:ean", "product:gtin", "product:upc", "product:isbn"):
+        cand.gtin = valid_gtin(values.get(key))
+        if cand.gtin:
+            break
+    if cand.price is None and cand.availability is None and not cand.sku:
+        return None
+    return cand
