@@ -137,6 +137,16 @@ PRICEWATCH_STORE_URL = os.environ.get("PRICEWATCH_STORE_URL", "sqlite:///pricewa
 PRICEWATCH_BATCH_SIZE = 200
 # Seconds after which a partial batch is written anyway, so a slow crawl still commits.
 PRICEWATCH_FLUSH_INTERVAL = 5.0
+# -- Store backends (pricewatch/storage/sqlite.py, pricewatch/storage/postgres.py).
+# Apply pending schema migrations when the store opens. Turn off where the schema is
+# managed by `scrapy db upgrade` at deploy time (the store then refuses an old schema).
+PRICEWATCH_STORE_AUTO_MIGRATE = True
+# Seconds a store call may take (connecting, one batch, a SQLite lock wait) before it fails
+# as retryable (StoreConnectionLost). Raise for a remote database under heavy load.
+PRICEWATCH_STORE_TIMEOUT = 30.0
+# PostgreSQL: connections in the pool of one crawl process. The pipeline writes one batch at
+# a time, so a few are enough; raise if other components share the store.
+PRICEWATCH_STORE_POOL_SIZE = 4
 
 # --- Pipelines and middlewares ----------------------------------------------------------------
 ITEM_PIPELINES = {
@@ -144,6 +154,11 @@ ITEM_PIPELINES = {
     "pricewatch.pipelines.StorePipeline": 800,
 }
 # Refuse to crawl (non-zero exit) on a reactor other than asyncio; logs the reactor in use.
+# StatsFile writes the crawl stats as JSON to PRICEWATCH_STATS_FILE when the crawl ends.
 EXTENSIONS = {
     "pricewatch.extensions.ReactorCheck": 0,
+    "pricewatch.extensions.StatsFile": 500,
 }
+# Where StatsFile writes the last crawl's stats (JSON); empty disables it. Point your
+# monitoring at it: pricewatch/outcome/* and pricewatch/store/* say whether a crawl worked.
+PRICEWATCH_STATS_FILE = os.environ.get("PRICEWATCH_STATS_FILE", "")
