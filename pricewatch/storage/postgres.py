@@ -1,0 +1,476 @@
+"""The PostgreSQL store: the production backend, shared by every worker, via asyncpg.
+
+Selected by ``PRICEWATCH_STORE_URL = "postgresql://user[:password]@host[:port]/db"`` (also
+from the environment). Settings (read by :func:`pricewatch.storage.store_from_settings`):
+
+- ``PRICEWATCH_STORE_URL`` (``sqlite:///pricewatch.db``)
+- ``PRICEWATCH_STORE_AUTO_MIGRATE`` (``True``): apply pending migrations in ``open()``
+  (under an advisory lock, so workers starting together migrate once).
+- ``PRICEWATCH_STORE_TIMEOUT`` (``30.0`` s): connect timeout and per-statement timeout;
+  a batch that exceeds it fails with :class:`StoreConnectionLost` (retryable).
+- ``PRICEWATCH_STORE_POOL_SIZE`` (``4``): connections in the crawl's pool.
+
+One pool per crawl, created in ``open()`` and closed in ``close()``. A batch is one
+transaction: the observations are COPYed (binary) into a per-connection temporary staging
+table, then one statement per *round* (a batch with distinct URLs is one round) appends
+the changes to ``price_changes`` and upserts ``products``, and returns the URLs whose
+observation is a recorded change. Unchanged observations only move ``last_checked_at``;
+an observation older than the stored check (a late replay) changes nothing; the unique
+``(url, observed_at)`` of ``price_changes`` makes a replayed batch add no row.
+
+A batch the database refuses (a CHECK constraint, a value too long) is written again in
+halves, each under a savepoint, down to the offending rows, which are returned as
+rejected with the constraint's name; the rest commits. Rows are checked in Python first
+(:func:`pricewatch.storage._values.problem`) so that the usual bad rows never get there.
+
+Concurrency: two workers writing the same URL at the same instant could both see the old
+hash; the frontier's leases make that practically impossible, and the unique index keeps
+the history free of duplicates anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import asyncpg
+
+from pricewatch._urls import mask_password
+from pricewatch.storage._migrations import migrations
+from pricewatch.storage._values import in_rounds, normalise_decimal, problem
+from pricewatch.storage.base import (
+    ChangeRow,
+    Observation,
+    ProductRow,
+    Rejected,
+    Store,
+    StoreConnectionLost,
+    StoreUnavailable,
+    WriteResult,
+)
+
+CLOSE_TIMEOUT = 10.0
+PREFETCH = 1000  # rows per round trip when streaming latest()
+# pg_advisory_xact_lock key held while migrating ("pricewat" in ASCII).
+MIGRATION_LOCK = 0x7072696365776174
+
+# Errors after which the batch may be retried as is: the connection broke (class 08, a
+# closed socket), the server is shutting down or cancelled us (57), is out of resources
+# (53), a serialization failure or deadlock (40), or the statement timed out.
+RETRYABLE = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.InsufficientResourcesError,
+    asyncpg.exceptions.TransactionRollbackError,
+)
+# Errors that one bad row causes: constraint violations (23) and bad data (22).
+ROW_ERRORS = (
+    asyncpg.exceptions.IntegrityConstraintViolationError,
+    asyncpg.exceptions.DataError,
+)
+
+STAGING = "pricewatch_staging"
+_STAGING_COLUMNS = (
+    "round",
+    "url",
+    "domain",
+    "sku",
+    "price",
+    "currency",
+    "regular_price",
+    "availability",
+    "name",
+    "source",
+    "raw_hash",
+    "config_version",
+    "observed_at",
+)
+_CREATE_STAGING = f"""
+CREATE TEMPORARY TABLE IF NOT EXISTS {STAGING} (
+    round integer NOT NULL,
+    url text,
+    domain text,
+    sku text,
+    price numeric,
+    currency text,
+    regular_price numeric,
+    availability text,
+    name text,
+    source text,
+    raw_hash text,
+    config_version text,
+    observed_at timestamptz
+) ON COMMIT DELETE ROWS
+"""
+
+# One round of a batch: append the changes, upsert the products, return the URLs whose
+# observation is a recorded change (also when the row was there already: a replay).
+# All parts see the products table as it was before the statement.
+_WRITE_ROUND = f"""
+WITH s AS (
+    SELECT * FROM {STAGING} WHERE round = $1
+), history AS (
+    INSERT INTO price_changes AS c
+        (url, sku, price, currency, regular_price, availability, raw_hash, observed_at)
+    SELECT s.url, s.sku, s.price, s.currency, s.regular_price, s.availability, s.raw_hash,
+           s.observed_at
+    FROM s LEFT JOIN products p ON p.url = s.url
+    WHERE p.url IS NULL
+       OR (s.raw_hash <> p.raw_hash AND s.observed_at > p.last_checked_at)
+    ON CONFLICT (url, observed_at) DO NOTHING
+    RETURNING c.url
+), upsert AS (
+    INSERT INTO products AS p
+        (url, domain, sku, price, currency, regular_price, availability, name, source,
+         raw_hash, config_version, first_seen_at, last_checked_at, last_changed_at)
+    SELECT url, domain, sku, price, currency, regular_price, availability, name, source,
+           raw_hash, config_version, observed_at, observed_at, observed_at
+    FROM s
+    ON CONFLICT (url) DO UPDATE SET
+        domain = CASE WHEN p.raw_hash = EXCLUDED.raw_hash THEN p.domain
+                      ELSE EXCLUDED.domain END,
+        sku = CASE WHEN p.raw_hash = EXCLUDED.raw_hash THEN p.sku ELSE EXCLUDED.sku END,
+        price = CASE WHEN p.raw_hash = EXCLUDED.raw_hash THEN p.price ELSE EXCLUDED.price END,
+        currency = CASE WHEN p.raw_hash = EXCLUDED.raw_hash THEN p.currency
+                        ELSE EXCLUDED.currency END,
+        regular_price = CASE WHEN p.raw_hash = EXCLUDED.raw_hash THEN p.regular_price
+                             ELSE EXCLUDED.regular_price END,
+        availability = CASE WHEN p.raw_hash = EXCLUDED.raw_hash THEN p.availability
+                            ELSE EXCLUDED.availability END,
+        name = CASE WHEN p.raw_hash = EXCLUDED.raw_hash THEN p.name ELSE EXCLUDED.name END,
+        source = CASE WHEN p.raw_hash = EXCLUDED.raw_hash THEN p.source
+                      ELSE EXCLUDED.source END,
+        config_version = CASE WHEN p.raw_hash = EXCLUDED.raw_hash THEN p.config_version
+                              ELSE EXCLUDED.config_version END,
+        last_changed_at = CASE WHEN p.raw_hash = EXCLUDED.raw_hash THEN p.last_changed_at
+                               ELSE EXCLUDED.last_changed_at END,
+        raw_hash = EXCLUDED.raw_hash,
+        last_checked_at = EXCLUDED.last_checked_at
+    WHERE EXCLUDED.last_checked_at > p.last_checked_at
+)
+SELECT url FROM history
+UNION
+SELECT s.url FROM s JOIN price_changes c
+    ON c.url = s.url AND c.observed_at = s.observed_at AND c.raw_hash = s.raw_hash
+"""
+
+_PRODUCT_COLUMNS = (
+    "url, domain, sku, price, currency, regular_price, availability, name, source,"
+    " first_seen_at, last_checked_at, last_changed_at, raw_hash, config_version"
+)
+_LATEST = f"SELECT {_PRODUCT_COLUMNS} FROM products ORDER BY url"
+_LATEST_DOMAIN = f"SELECT {_PRODUCT_COLUMNS} FROM products WHERE domain = $1 ORDER BY url"
+_HISTORY = """
+SELECT url, sku, price, currency, regular_price, availability, observed_at, raw_hash
+FROM price_changes
+WHERE url = $1 OR url IN (SELECT url FROM products WHERE sku = $1)
+ORDER BY observed_at, url
+"""
+# The CSV of `scrapy prices --csv`: the same text as the SQLite store writes (canonical
+# decimals are numeric's own text; times ISO-8601 UTC with microseconds).
+_ISO = """to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"""
+_CSV_SELECT = (
+    "SELECT url, domain, sku, name, price::text, currency::text, regular_price::text,"
+    f" availability, {_ISO.format('first_seen_at')} AS first_seen_at,"
+    f" {_ISO.format('last_checked_at')} AS checked_at,"
+    f" {_ISO.format('last_changed_at')} AS changed_at FROM products"
+)
+_CSV = f"{_CSV_SELECT} ORDER BY url"
+_CSV_DOMAIN = f"{_CSV_SELECT} WHERE domain = $1 ORDER BY url"
+
+_MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS store_migrations (
+    version integer PRIMARY KEY,
+    name text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)
+"""
+
+
+def _reason(exc: asyncpg.PostgresError) -> str:
+    """The reason code of a row the database refused."""
+    constraint = getattr(exc, "constraint_name", None)
+    if isinstance(exc, asyncpg.exceptions.CheckViolationError) and constraint:
+        return str(constraint)
+    if isinstance(exc, asyncpg.exceptions.NotNullViolationError):
+        return f"{getattr(exc, 'column_name', None) or 'value'}_missing"
+    if isinstance(exc, asyncpg.exceptions.StringDataRightTruncationError):
+        return "value_too_long"
+    if isinstance(exc, asyncpg.exceptions.NumericValueOutOfRangeError):
+        return "out_of_range"
+    return "integrity" if isinstance(exc, ROW_ERRORS[0]) else "invalid_data"
+
+
+def _money(value: Decimal | None) -> Decimal | None:
+    return None if value is None else normalise_decimal(value)
+
+
+def _records(rounds: list[list[Observation]]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            k,
+            o.url,
+            o.domain,
+            o.sku,
+            normalise_decimal(o.price),
+            o.currency,
+            _money(o.regular_price),
+            o.availability,
+            o.name,
+            o.source,
+            o.raw_hash,
+            o.config_version,
+            o.observed_at,
+        )
+        for k, observations in enumerate(rounds)
+        for o in observations
+    ]
+
+
+def _product(r: asyncpg.Record) -> ProductRow:
+    return ProductRow(
+        url=r[0],
+        domain=r[1],
+        sku=r[2],
+        price=r[3],
+        currency=r[4],
+        regular_price=r[5],
+        availability=r[6],
+        name=r[7],
+        source=r[8],
+        first_seen_at=r[9],
+        checked_at=r[10],
+        changed_at=r[11],
+        raw_hash=r[12],
+        config_version=r[13],
+    )
+
+
+class PostgresStore(Store):
+    def __init__(
+        self,
+        url: str,
+        *,
+        auto_migrate: bool = True,
+        timeout: float = 30.0,
+        pool_size: int = 4,
+    ) -> None:
+        self.url = url
+        self.auto_migrate = auto_migrate
+        self.timeout = timeout
+        self.pool_size = pool_size
+        self._pool: asyncpg.Pool | None = None
+
+    def _masked(self) -> str:
+        return mask_password(self.url)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def _connect(self) -> asyncpg.Connection:
+        try:
+            return await asyncpg.connect(
+                self.url, timeout=self.timeout, server_settings={"application_name": "pricewatch"}
+            )
+        except (*RETRYABLE, asyncpg.PostgresError) as exc:
+            raise StoreUnavailable(
+                f"cannot connect to the store {self._masked()}: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    @staticmethod
+    async def _init_connection(conn: asyncpg.Connection) -> None:
+        await conn.execute(_CREATE_STAGING)
+
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        if self.auto_migrate:
+            await self.migrate()
+        try:
+            pool = await asyncpg.create_pool(
+                self.url,
+                min_size=1,
+                max_size=self.pool_size,
+                timeout=self.timeout,
+                command_timeout=self.timeout,
+                init=self._init_connection,
+                server_settings={"application_name": "pricewatch"},
+            )
+        except (*RETRYABLE, asyncpg.PostgresError) as exc:
+            raise StoreUnavailable(
+                f"cannot connect to the store {self._masked()}: {type(exc).__name__}: {exc}"
+            ) from exc
+        try:
+            if not self.auto_migrate:
+                async with pool.acquire() as conn:
+                    await self._check_schema(conn)
+        except BaseException:
+            pool.terminate()
+            raise
+        self._pool = pool
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        try:
+            await asyncio.wait_for(pool.close(), CLOSE_TIMEOUT)
+        except TimeoutError:
+            pool.terminate()
+
+    async def migrate(self) -> list[int]:
+        conn = await self._connect()
+        try:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
+                await conn.execute(_MIGRATIONS_TABLE)
+                applied = {r[0] for r in await conn.fetch("SELECT version FROM store_migrations")}
+                done = []
+                for migration in migrations("postgresql"):
+                    if migration.version in applied:
+                        continue
+                    await conn.execute(migration.sql)
+                    await conn.execute(
+                        "INSERT INTO store_migrations (version, name) VALUES ($1, $2)",
+                        migration.version,
+                        migration.name,
+                    )
+                    done.append(migration.version)
+            return done
+        except (*RETRYABLE, asyncpg.PostgresError) as exc:
+            raise StoreUnavailable(
+                f"cannot migrate the store {self._masked()}: {type(exc).__name__}: {exc}"
+            ) from exc
+        finally:
+            await conn.close(timeout=CLOSE_TIMEOUT)
+
+    async def _check_schema(self, conn: asyncpg.Connection) -> None:
+        exists = await conn.fetchval("SELECT to_regclass('store_migrations') IS NOT NULL")
+        applied = (
+            {r[0] for r in await conn.fetch("SELECT version FROM store_migrations")}
+            if exists
+            else set()
+        )
+        missing = {m.version for m in migrations("postgresql")} - applied
+        if missing:
+            raise StoreUnavailable(
+                f"the store {self._masked()} lacks schema migrations {sorted(missing)} and "
+                "PRICEWATCH_STORE_AUTO_MIGRATE is off: run `scrapy db upgrade`"
+            )
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise StoreUnavailable(f"store {self._masked()} is not open")
+        return self._pool
+
+    # -- writes --------------------------------------------------------------------------
+
+    async def write(self, batch: Sequence[Observation]) -> WriteResult:
+        result = WriteResult()
+        good = []
+        for obs in batch:
+            reason = problem(obs)
+            if reason:
+                result.rejected.append(Rejected(obs, reason))
+            else:
+                good.append(obs)
+        if not good:
+            return result
+        pool = self.pool
+        refused: list[Rejected] = []
+        try:
+            async with pool.acquire(timeout=self.timeout) as conn:
+                try:
+                    async with conn.transaction():
+                        changed = await self._apply(conn, good)
+                except ROW_ERRORS:
+                    async with conn.transaction():
+                        changed = await self._isolate(conn, good, refused, known_bad=True)
+        except RETRYABLE as exc:
+            raise StoreConnectionLost(
+                f"write of {len(good)} observations to the store {self._masked()} failed, "
+                f"to be retried: {type(exc).__name__}: {exc}"
+            ) from exc
+        result.changed = changed
+        result.written = len(good) - len(refused)
+        result.rejected.extend(refused)
+        return result
+
+    @staticmethod
+    async def _apply(conn: asyncpg.Connection, observations: list[Observation]) -> set[str]:
+        rounds = in_rounds(observations)
+        await conn.copy_records_to_table(
+            STAGING, records=_records(rounds), columns=_STAGING_COLUMNS
+        )
+        changed: set[str] = set()
+        for k in range(len(rounds)):
+            changed.update(r[0] for r in await conn.fetch(_WRITE_ROUND, k))
+        return changed
+
+    async def _isolate(
+        self,
+        conn: asyncpg.Connection,
+        observations: list[Observation],
+        rejected: list[Rejected],
+        known_bad: bool = False,
+    ) -> set[str]:
+        """Write ``observations`` in halves under savepoints, rejecting the rows the
+        database refuses one by one; return the changed URLs of the rest."""
+        if not known_bad or len(observations) == 1:
+            try:
+                async with conn.transaction():  # a savepoint
+                    await conn.execute(f"TRUNCATE {STAGING}")
+                    return await self._apply(conn, observations)
+            except ROW_ERRORS as exc:
+                if len(observations) == 1:
+                    rejected.append(Rejected(observations[0], _reason(exc)))
+                    return set()
+        middle = len(observations) // 2
+        # Sorted by (url, observed_at) in _apply's rounds; halves of the sorted list keep
+        # the observations of one URL in time order.
+        ordered = sorted(observations, key=lambda o: (o.url, o.observed_at))
+        changed = await self._isolate(conn, ordered[:middle], rejected)
+        return changed | await self._isolate(conn, ordered[middle:], rejected)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def latest(self, domain: str | None = None) -> AsyncIterator[ProductRow]:
+        query, args = (_LATEST, ()) if domain is None else (_LATEST_DOMAIN, (domain,))
+        async with self.pool.acquire(timeout=self.timeout) as conn:
+            async with conn.transaction(readonly=True):
+                async for r in conn.cursor(query, *args, prefetch=PREFETCH):
+                    yield _product(r)
+
+    async def history(self, url_or_sku: str) -> list[ChangeRow]:
+        rows = await self.pool.fetch(_HISTORY, url_or_sku)
+        return [
+            ChangeRow(
+                url=r[0],
+                sku=r[1],
+                price=r[2],
+                currency=r[3],
+                regular_price=r[4],
+                availability=r[5],
+                observed_at=r[6],
+                raw_hash=r[7],
+            )
+            for r in rows
+        ]
+
+    async def export_csv(self, write: Callable[[bytes], object], domain: str | None = None) -> int:
+        """``COPY … TO STDOUT`` streamed to ``write``: constant memory for any size."""
+
+        async def sink(chunk: bytes) -> None:
+            write(chunk)
+
+        query, args = (_CSV, ()) if domain is None else (_CSV_DOMAIN, (domain,))
+        async with self.pool.acquire(timeout=self.timeout) as conn:
+            status = await conn.copy_from_query(
+                query, *args, output=sink, format="csv", header=True, timeout=None
+            )
+        return int(status.split()[-1])
