@@ -29,7 +29,10 @@ ROBOTSTXT_OBEY = True
 DUPEFILTER_CLASS = "scrapy.dupefilters.BaseDupeFilter"
 LOG_LEVEL = "INFO"
 FEED_EXPORT_ENCODING = "utf-8"
+# No telnet console and no remote-control HTTP server: both run code inside the crawler
+# process, which a cron or scrapyd worker should not expose.
 TELNETCONSOLE_ENABLED = False
+REMOTE_CONTROL_ENABLED = False
 
 # --- Fetch: concurrency and politeness -------------------------------------------------------
 # Requests in flight across all shops of one process. Raise with more cores/bandwidth.
