@@ -1,0 +1,35 @@
+"""The sandbox storefront: local shops for demos, tests and benchmarks.
+
+Several shops, each on its own loopback IP (``127.0.0.2``, ``127.0.0.3``, ...; Scrapy's
+per-domain slots key on the hostname), deterministic from a seed. Each shop has one
+currency and locale (EUR/de ``1.299,00 €``, USD ``$1,299.99``, CHF ``CHF 1'234.50``,
+JPY ``¥1,299``, BRL ``R$ 1.234,56``, GBP ``£12.99``, in that order) and product pages in
+six markups (JSON-LD, JSON-LD ``@graph``, ``AggregateOffer``, microdata, OpenGraph, visible
+price only beside a struck-through list price). JS-only shops fill their prices from
+``/api/offer/{sku}`` after load and list products through ``/api/list?cursor=``.
+
+Paths of every shop: ``/``, ``/robots.txt`` (``Disallow: /private/``), ``/sitemap.xml``,
+``/products?page=N``, ``/products/{slug}``, ``/private/products/{slug}``,
+``/api/products/{sku}`` (official API, never affected by modes), ``/api/offer/{sku}``,
+``/api/list?cursor=``, static resources under ``/static/`` and ``/vendor/``.
+
+Control paths (answer on every host, cover all hosts, never counted):
+``GET /_truth``, ``GET /_stats``, ``POST /_stats/reset``, ``GET /_urls.txt`` (``?all=1``
+adds disallowed URLs, ``?js=0`` leaves out JS-only shops, ``?host=IP`` one shop),
+``GET /_shops``, ``GET /_control`` (active modes), ``POST /_control`` with a JSON object:
+
+- ``{"reprice": 0.3}``: change the price of ~30% of the products (deterministic);
+- ``{"flip_stock": 0.1}``: flip the availability of ~10% of the products;
+- ``{"host": "127.0.0.3", "mode": "ratelimit", "rate": 5, "duration": 10}``: a fault mode
+  (see ``pricewatch.sandbox._modes``); ``"mode": null`` switches a host's modes off,
+  ``"clear": "slow"`` one of them; without ``host``/``hosts`` every shop is targeted;
+- ``{"latency": "300-900"}`` / ``{"latency": null}``;
+- ``{"reset": true}``: back to the seed's catalogue, all modes off.
+"""
+
+from __future__ import annotations
+
+from pricewatch.sandbox._modes import ModeError
+from pricewatch.sandbox._server import BackgroundSandbox, Sandbox
+
+__all__ = ["BackgroundSandbox", "ModeError", "Sandbox"]

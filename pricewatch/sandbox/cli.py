@@ -1,0 +1,156 @@
+"""Command line of the sandbox: ``python -m pricewatch.sandbox`` and ``scrapy sandbox``.
+
+Once every host listens, one line of JSON goes to stdout (``{"shops": [...]}``), then the
+shops are served until SIGTERM/SIGINT, after which the process exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+from typing import Any
+
+from pricewatch.sandbox._modes import ModeError
+from pricewatch.sandbox._server import Sandbox
+
+
+def parse_mode(text: str) -> dict[str, Any]:
+    """``[HOST=]MODE[:key=value,...]`` -> a control body, e.g.
+    ``127.0.0.3=ratelimit:rate=5,retry_after=2`` -> ``{"host": "127.0.0.3", "mode":
+    "ratelimit", "rate": 5, "retry_after": 2}``. Without HOST the mode is set on every shop.
+    """
+    host, sep, rest = text.partition("=")
+    if not sep or ":" in host:
+        host, rest = "", text
+    name, _, params_text = rest.partition(":")
+    body: dict[str, Any] = {"mode": name}
+    if host:
+        body["host"] = host
+    for item in filter(None, params_text.split(",")):
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"--mode parameter must be key=value, got {item!r}")
+        try:
+            body[key] = json.loads(raw)
+        except ValueError:
+            body[key] = raw
+    return body
+
+
+def parse_control(text: str) -> dict[str, Any]:
+    try:
+        body = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--control must be a JSON object: {exc}") from None
+    if not isinstance(body, dict):
+        raise argparse.ArgumentTypeError(f"--control must be a JSON object, got {text!r}")
+    return body
+
+
+def add_arguments(parser: argparse._ActionsContainer) -> None:
+    parser.add_argument("--seed", type=int, default=1, help="catalogue seed (default: 1)")
+    parser.add_argument("--shops", type=int, default=4, help="HTML shops (default: 4)")
+    parser.add_argument("--products", type=int, default=50, help="products per shop (default: 50)")
+    parser.add_argument(
+        "--js-shops", type=int, default=0, help="JS-only shops after the HTML ones (default: 0)"
+    )
+    parser.add_argument(
+        "--js-delay",
+        type=float,
+        default=0.3,
+        help="seconds before a JS-only page fetches its price (default: 0.3)",
+    )
+    parser.add_argument(
+        "--latency",
+        metavar="MIN-MAX",
+        default=None,
+        help="added latency per request, uniform in milliseconds, e.g. 300-900",
+    )
+    parser.add_argument(
+        "--host-base",
+        default="127.0.0.2",
+        help="IP of the first shop; the others follow (default: 127.0.0.2)",
+    )
+    parser.add_argument(
+        "--port", type=int, default=0, help="port of every shop; 0 = a free port each (default)"
+    )
+    parser.add_argument(
+        "--mode",
+        action="append",
+        default=[],
+        type=parse_mode,
+        metavar="[HOST=]MODE[:k=v,...]",
+        help="switch a fault mode on (repeatable): ratelimit, burst503, challenge, drop, "
+        "slow, gone; e.g. 127.0.0.3=ratelimit:rate=5,retry_after=2",
+    )
+    parser.add_argument(
+        "--control",
+        action="append",
+        default=[],
+        type=parse_control,
+        metavar="JSON",
+        help="a /_control body applied at start (repeatable)",
+    )
+
+
+def sandbox_from_args(args: argparse.Namespace) -> Sandbox:
+    return Sandbox(
+        seed=args.seed,
+        shops=args.shops,
+        products=args.products,
+        latency=args.latency,
+        host_base=args.host_base,
+        port=args.port,
+        js_shops=args.js_shops,
+        js_delay=args.js_delay,
+        modes=[*args.mode, *args.control],
+    )
+
+
+async def serve(sandbox: Sandbox) -> None:
+    """Start, announce the shops on stdout, serve until SIGTERM/SIGINT, stop."""
+    loop = asyncio.get_running_loop()
+    done = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, done.set)
+    try:
+        shops = await sandbox.start()
+        sys.stdout.write(json.dumps({"shops": shops}) + "\n")
+        sys.stdout.flush()
+        await done.wait()
+    finally:
+        await sandbox.stop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        sandbox = sandbox_from_args(args)
+    except ValueError as exc:  # ModeError included
+        print(f"pricewatch sandbox: {exc}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(serve(sandbox))
+    except OSError as exc:
+        print(f"pricewatch sandbox: cannot listen: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pricewatch.sandbox",
+        description="Local shops for pricewatch demos, tests and benchmarks.",
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    return run(args)
+
+
+__all__ = ["ModeError", "add_arguments", "main", "parse_mode", "run", "serve"]

@@ -1,0 +1,500 @@
+"""The sandbox storefront: content, ground truth, stats, control, fault modes, CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import urllib.robotparser
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import pytest
+from lxml import html as lxml_html
+
+from pricewatch.sandbox import BackgroundSandbox, ModeError, Sandbox
+from pricewatch.sandbox._catalog import MARKUPS
+from pricewatch.sandbox._locale import LOCALES
+from pricewatch.sandbox.cli import parse_mode
+from tests.fixtures.sandbox import ROOT, SandboxProcess
+
+LD_XPATH = '//script[@type="application/ld+json"]/text()'
+
+
+def get(url: str, timeout: float = 10) -> tuple[int, dict[str, str], str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, dict(resp.headers), resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read().decode()
+
+
+@asynccontextmanager
+async def running(**options: Any) -> AsyncIterator[tuple[Sandbox, aiohttp.ClientSession]]:
+    """An in-process sandbox and a client session (no keep-alive: each request is fresh)."""
+    sandbox = Sandbox(**options)
+    await sandbox.start()
+    try:
+        connector = aiohttp.TCPConnector(force_close=True, limit=0)
+        async with aiohttp.ClientSession(connector=connector) as client:
+            yield sandbox, client
+    finally:
+        await sandbox.stop()
+
+
+def strip_base(truth: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Truth keyed by host + path (ports differ between two sandboxes on port 0)."""
+    out = {}
+    for url, rec in truth.items():
+        parts = urlsplit(url)
+        out[f"{parts.hostname}{parts.path}"] = {k: v for k, v in rec.items() if k != "api_url"}
+    return out
+
+
+def by_markup(truth: dict[str, dict[str, Any]], markup: str) -> list[tuple[str, dict[str, Any]]]:
+    return [(u, r) for u, r in truth.items() if r["markup"] == markup and not r["disallowed"]]
+
+
+# --- shops, determinism -------------------------------------------------------------------------
+
+
+def test_session_sandbox_announces_one_host_per_shop(sandbox: SandboxProcess) -> None:
+    hosts = [s["host"] for s in sandbox.shops]
+    assert hosts == ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"]
+    assert [s["currency"] for s in sandbox.shops] == ["EUR", "USD", "CHF", "JPY", "BRL"]
+    assert [s["js"] for s in sandbox.shops] == [False, False, False, False, True]
+    for shop in sandbox.shops:
+        parts = urlsplit(shop["base_url"])
+        assert parts.hostname == shop["host"] and parts.port
+    truth = sandbox.truth()
+    assert len(truth) == 5 * 50
+    assert {urlsplit(u).hostname for u in truth} == set(hosts)
+
+
+async def test_same_seed_same_truth_other_seed_other_truth() -> None:
+    async with running(seed=7, shops=3, products=20) as (a, _):
+        async with running(seed=7, shops=3, products=20) as (b, _):
+            assert a.shops != b.shops  # other ports...
+            assert strip_base(a.truth()) == strip_base(b.truth())  # ...same catalogue
+        async with running(seed=8, shops=3, products=20) as (c, _):
+            other = strip_base(c.truth())
+    same = strip_base(a.truth())
+    assert same.keys() != other.keys()
+    assert [r["price"] for r in same.values()] != [r["price"] for r in other.values()]
+
+
+def test_truth_records_are_complete_and_consistent(sandbox: SandboxProcess) -> None:
+    truth = sandbox.truth()
+    currencies = {s["host"]: s["currency"] for s in sandbox.shops}
+    states: Counter[tuple[str, bool]] = Counter()
+    for url, rec in truth.items():
+        assert set(rec) >= {
+            "sku",
+            "name",
+            "price",
+            "currency",
+            "regular_price",
+            "availability",
+            "markup",
+            "disallowed",
+        }
+        assert rec["currency"] == currencies[urlsplit(url).hostname]
+        price = Decimal(rec["price"])
+        assert price > 0
+        if rec["currency"] == "JPY":
+            assert "." not in rec["price"]
+        else:
+            assert price == price.quantize(Decimal("0.01")) and "." in rec["price"]
+        if rec["regular_price"] is not None:
+            assert Decimal(rec["regular_price"]) > price
+        assert rec["availability"] in ("InStock", "OutOfStock")
+        assert rec["disallowed"] == ("/private/" in url)
+        states[(rec["availability"], rec["regular_price"] is not None)] += 1
+    assert len(states) == 4  # in/out of stock, with/without a list price all occur
+    assert len({r["sku"] for r in truth.values()}) == len(truth)
+
+
+# --- content ------------------------------------------------------------------------------------
+
+
+def _ld_objects(tree: Any) -> list[dict[str, Any]]:
+    return [json.loads(text) for text in tree.xpath(LD_XPATH)]
+
+
+def _ld_products(tree: Any) -> list[dict[str, Any]]:
+    found = []
+    for obj in _ld_objects(tree):
+        for node in obj.get("@graph", [obj]):
+            if node.get("@type") == "Product":
+                found.append(node)
+    return found
+
+
+def test_every_markup_present_and_carrying_the_truth(sandbox: SandboxProcess) -> None:
+    truth = sandbox.truth()
+    html_truth = {u: r for u, r in truth.items() if not r["js"]}
+    assert {r["markup"] for r in html_truth.values()} == set(MARKUPS)
+    for markup in MARKUPS:
+        for url, rec in by_markup(html_truth, markup)[:3]:
+            status, _, body = get(url)
+            assert status == 200
+            assert 20_000 <= len(body.encode()) <= 50_000, (url, len(body))
+            tree = lxml_html.fromstring(body)
+            products = _ld_products(tree)
+            itemprop_price = tree.xpath('//*[@itemprop="price"]/@content')
+            og_amount = tree.xpath('//meta[@property="product:price:amount"]/@content')
+            og_currency = tree.xpath('//meta[@property="product:price:currency"]/@content')
+            if markup in ("jsonld", "jsonld_graph"):
+                (product,) = products
+                offer = product["offers"]
+                assert offer["@type"] == "Offer"
+                assert offer["price"] == rec["price"]
+                assert offer["priceCurrency"] == rec["currency"]
+                assert offer["availability"] == "https://schema.org/" + rec["availability"]
+                assert product["sku"] == rec["sku"]
+                if markup == "jsonld_graph":
+                    (graph,) = [o for o in _ld_objects(tree) if "@graph" in o]
+                    assert len(graph["@graph"]) > 1
+                if rec["regular_price"]:
+                    (spec,) = offer["priceSpecification"]
+                    assert spec["price"] == rec["regular_price"]
+            elif markup == "jsonld_aggregate":
+                (product,) = products
+                offers = product["offers"]
+                assert offers["@type"] == "AggregateOffer"
+                assert offers["lowPrice"] == rec["price"]
+                assert Decimal(offers["highPrice"]) > Decimal(rec["price"])
+            else:
+                assert products == []
+            if markup == "microdata":
+                assert itemprop_price == [rec["price"]]
+                assert tree.xpath('//*[@itemprop="priceCurrency"]/@content') == [rec["currency"]]
+                assert tree.xpath('//*[@itemprop="availability"]/@href') == [
+                    "https://schema.org/" + rec["availability"]
+                ]
+            else:
+                assert itemprop_price == []
+            if markup == "opengraph":
+                assert (og_amount, og_currency) == ([rec["price"]], [rec["currency"]])
+            else:
+                assert og_amount == []
+            if markup == "visible":
+                assert "itemprop" not in body and "product:price" not in body
+            # The visible price sits in the buy box of every page, struck list price beside it.
+            (current,) = tree.xpath('//div[@class="buybox"]//*[contains(@class,"price--current")]')
+            was = tree.xpath('//div[@class="buybox"]//*[contains(@class,"price--was")]')
+            assert current.text_content() in body
+            if rec["regular_price"] is None:
+                assert was == []
+            else:
+                (struck,) = was
+                assert struck.tag in ("del", "s")
+    # Visible-only pages mostly show a struck-through list price.
+    visible = by_markup(html_truth, "visible")
+    assert sum(r["regular_price"] is not None for _, r in visible) > len(visible) / 2
+
+
+@pytest.mark.parametrize(
+    ("currency", "amount", "text"),
+    [
+        ("EUR", "1299.00", "1.299,00 €"),
+        ("USD", "1299.99", "$1,299.99"),
+        ("CHF", "1234.50", "CHF 1'234.50"),
+        ("JPY", "1299", "¥1,299"),
+        ("BRL", "1234.56", "R$ 1.234,56"),
+        ("GBP", "12.99", "£12.99"),
+        ("EUR", "5.90", "5,90 €"),
+        ("USD", "1234567.5", "$1,234,567.50"),
+    ],
+    ids=lambda v: str(v),
+)
+def test_locale_display_formats(currency: str, amount: str, text: str) -> None:
+    (loc,) = [loc for loc in LOCALES if loc.currency == currency]
+    assert loc.display(Decimal(amount)) == text
+
+
+async def test_pages_show_localised_prices_of_all_six_currencies() -> None:
+    patterns = {
+        "EUR": r"^\d{1,3}(\.\d{3})*,\d\d €$",
+        "USD": r"^\$\d{1,3}(,\d{3})*\.\d\d$",
+        "CHF": r"^CHF \d{1,3}('\d{3})*\.\d\d$",
+        "JPY": r"^¥\d{1,3}(,\d{3})*$",
+        "BRL": r"^R\$ \d{1,3}(\.\d{3})*,\d\d$",
+        "GBP": r"^£\d{1,3}(,\d{3})*\.\d\d$",
+    }
+    async with running(shops=6, products=12) as (sb, client):
+        truth = sb.truth()
+        seen_thousands = set()
+        for url, rec in truth.items():
+            if rec["disallowed"]:
+                continue
+            async with client.get(url) as resp:
+                body = await resp.text()
+            tree = lxml_html.fromstring(body)
+            (current,) = tree.xpath('//div[@class="buybox"]//*[contains(@class,"price--current")]')
+            text = current.text_content()
+            assert re.match(patterns[rec["currency"]], text), (rec["currency"], text)
+            digits = re.sub(r"\D", "", text)
+            assert Decimal(digits) == Decimal(rec["price"].replace(".", ""))
+            if Decimal(rec["price"]) >= 1000:
+                seen_thousands.add(rec["currency"])
+        assert seen_thousands == set(patterns)
+
+
+def test_robots_txt_disallows_private_products(sandbox: SandboxProcess) -> None:
+    truth = sandbox.truth()
+    for shop in sandbox.shops:
+        status, _, body = get(shop["base_url"] + "/robots.txt")
+        assert status == 200 and "Disallow: /private/" in body
+        parser = urllib.robotparser.RobotFileParser()
+        parser.parse(body.splitlines())
+        mine = {u: r for u, r in truth.items() if u.startswith(shop["base_url"] + "/")}
+        assert any(r["disallowed"] for r in mine.values())
+        for url, rec in mine.items():
+            assert parser.can_fetch("pricewatch", url) is not rec["disallowed"]
+    fetchable = sandbox.urls()
+    everything = sandbox.urls(all=True)
+    assert set(fetchable) == {u for u, r in truth.items() if not r["disallowed"]}
+    assert set(everything) == set(truth)
+    assert len(fetchable) == len(set(fetchable))
+    assert sandbox.urls(js=False) == [u for u in fetchable if not truth[u]["js"]]
+    one = sandbox.shops[1]
+    assert all(u.startswith(one["base_url"]) for u in sandbox.urls(host=one["host"]))
+
+
+def test_listing_pages_link_every_product_of_the_shop(sandbox: SandboxProcess) -> None:
+    truth = sandbox.truth()
+    for shop in sandbox.html_shops:
+        base = shop["base_url"]
+        url: str | None = base + "/products?page=1"
+        linked: list[str] = []
+        pages = 0
+        while url:
+            status, _, body = get(url)
+            assert status == 200
+            tree = lxml_html.fromstring(body)
+            linked += [base + h for h in tree.xpath('//ul[@class="grid"]//a/@href')]
+            nxt = tree.xpath('//a[@rel="next"]/@href')
+            url = base + nxt[0] if nxt else None
+            pages += 1
+        assert pages == 3  # 50 products, 24 per page
+        assert sorted(linked) == sorted(u for u in truth if u.startswith(base + "/"))
+        assert get(base + f"/products?page={pages + 1}")[0] == 404
+        assert get(base + "/products?page=x")[0] == 404
+
+
+def test_official_api_answers_json_offers(sandbox: SandboxProcess) -> None:
+    truth = sandbox.truth()
+    for rec in list(truth.values())[::37]:
+        status, headers, body = get(rec["api_url"])
+        assert status == 200 and headers["Content-Type"].startswith("application/json")
+        data = json.loads(body)
+        assert data["sku"] == rec["sku"]
+        assert data["price"] == {"amount": rec["price"], "currency": rec["currency"]}
+        assert data["availability"] == rec["availability"]
+    assert get(sandbox.base_url + "/api/products/NOPE-1")[0] == 404
+
+
+# --- stats --------------------------------------------------------------------------------------
+
+
+async def test_stats_count_concurrent_requests_in_flight() -> None:
+    async with running(shops=2, products=6) as (sb, client):
+        host, other = sb.shops[0]["host"], sb.shops[1]["host"]
+        sb.control({"host": host, "mode": "slow", "delay": 0.5})
+        url = sb.urls(host=host)[0]
+
+        async def fetch() -> int:
+            async with client.get(url) as resp:
+                await resp.read()
+                return resp.status
+
+        tasks = [asyncio.ensure_future(fetch()) for _ in range(20)]
+        await asyncio.sleep(0.25)
+        during = sb.stats()["hosts"][host]
+        assert during["in_flight"] == 20
+        assert await asyncio.gather(*tasks) == [200] * 20
+        after = sb.stats()["hosts"][host]
+        assert after["in_flight"] == 0
+        assert after["max_in_flight"] == 20
+        assert after["requests"] == 20
+        assert after["status"] == {"200": 20}
+        assert after["paths"] == {urlsplit(url).path: 20}
+        assert sb.stats()["hosts"][other]["requests"] == 0
+        # Control paths are not counted; a reset zeroes the counters.
+        async with client.get(sb.shops[0]["base_url"] + "/_truth") as resp:
+            assert resp.status == 200
+        assert sb.stats()["hosts"][host]["requests"] == 20
+        sb.reset_stats()
+        assert sb.stats()["hosts"][host] == {
+            "requests": 0,
+            "in_flight": 0,
+            "max_in_flight": 0,
+            "status": {},
+            "paths": {},
+            "first": None,
+            "last": None,
+            "min_gap": None,
+        }
+
+
+def test_stats_over_http_cover_all_hosts(sandbox: SandboxProcess) -> None:
+    sandbox.reset_stats()
+    a, b = sandbox.shops[0], sandbox.shops[2]
+    get(a["base_url"] + "/robots.txt")
+    get(b["base_url"] + "/products?page=2")
+    get(b["base_url"] + "/nope")
+    stats = sandbox.stats()["hosts"]  # asked on shop 0's host, covers all hosts
+    assert set(stats) == {s["host"] for s in sandbox.shops}
+    assert stats[a["host"]]["paths"] == {"/robots.txt": 1}
+    assert stats[b["host"]]["paths"] == {"/products": 1, "/nope": 1}
+    assert stats[b["host"]]["status"] == {"200": 1, "404": 1}
+    assert stats[b["host"]]["min_gap"] is not None
+    _, _, body = get(b["base_url"] + "/_stats")
+    assert json.loads(body)["hosts"][a["host"]]["requests"] == 1
+
+
+# --- control: reprice ---------------------------------------------------------------------------
+
+
+async def test_reprice_changes_about_that_share_deterministically() -> None:
+    async with running(seed=5, shops=2, products=50) as (a, client):
+        async with running(seed=5, shops=2, products=50) as (b, _):
+            before = a.truth()
+            changed = a.control({"reprice": 0.3})["repriced"]
+            other = b.control({"reprice": 0.3})["repriced"]
+            assert [urlsplit(u).path for u in changed] == [urlsplit(u).path for u in other]
+        assert 15 <= len(changed) <= 45  # ~30% of 100
+        after = a.truth()
+        for url in before:
+            moved = before[url]["price"] != after[url]["price"]
+            assert moved is (url in changed)
+            if after[url]["regular_price"] is not None:
+                assert Decimal(after[url]["regular_price"]) > Decimal(after[url]["price"])
+        # Pages show the new price.
+        url = next(u for u in changed if not after[u]["disallowed"])
+        loc = next(loc for loc in LOCALES if loc.currency == after[url]["currency"])
+        async with client.get(url) as resp:
+            body = await resp.text()
+        assert loc.display(Decimal(after[url]["price"])) in body
+        # Prices are stable until asked; a reset brings the seed's catalogue back.
+        assert a.truth() == after
+        a.control({"reset": True})
+        assert a.truth() == before
+
+
+def test_control_over_http_rejects_bad_requests(sandbox: SandboxProcess) -> None:
+    for body in (
+        {"reprice": 2},
+        {"mode": "teleport"},
+        {"host": "10.0.0.1", "mode": "slow"},
+        {"mode": "slow", "delay": "long"},
+        {"rate": 3},
+        {"mode": "ratelimit", "bogus": 1},
+    ):
+        with pytest.raises(RuntimeError, match="answered 400"):
+            sandbox.control(**body)
+    assert all(modes == [] for modes in sandbox.control()["modes"].values())
+
+
+# --- CLI, lifecycle -----------------------------------------------------------------------------
+
+
+def test_parse_mode_flag() -> None:
+    assert parse_mode("127.0.0.3=ratelimit:rate=5,retry_after=2") == {
+        "host": "127.0.0.3",
+        "mode": "ratelimit",
+        "rate": 5,
+        "retry_after": 2,
+    }
+    assert parse_mode("challenge") == {"mode": "challenge"}
+    assert parse_mode("ratelimit:retry_after_format=date") == {
+        "mode": "ratelimit",
+        "retry_after_format": "date",
+    }
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_cli_shuts_down_cleanly(sig: signal.Signals) -> None:
+    proc = SandboxProcess(["--shops", "2", "--products", "3", "--port", "0"])
+    try:
+        assert len(proc.shops) == 2
+        assert get(proc.base_url + "/robots.txt")[0] == 200
+        proc.proc.send_signal(sig)
+        proc.proc.wait(timeout=10)
+    finally:
+        code = proc.stop()
+    assert code == 0
+    assert proc.last_stderr == ""
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(proc.base_url + "/robots.txt", timeout=2)
+
+
+def test_cli_rejects_bad_flags_naming_them() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pricewatch.sandbox", "--mode", "127.0.0.2=slow:delay=-1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "slow.delay must be >= 0.0, got -1" in result.stderr
+    assert result.stdout == ""
+
+
+def test_scrapy_sandbox_command(tmp_path: Any) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scrapy.cmdline", "sandbox", "--shops", "1", "--products", "2"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        (shop,) = json.loads(line)["shops"]
+        assert get(shop["base_url"] + "/_truth")[0] == 200
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+
+
+def test_background_sandbox_from_sync_code() -> None:
+    with BackgroundSandbox(shops=1, products=4, port=0) as sb:
+        (shop,) = sb.shops
+        url = sb.urls()[0]
+        assert get(url)[0] == 200
+        assert sb.stats()["hosts"][shop["host"]]["requests"] == 1
+        before = sb.truth()[url]["price"]
+        assert sb.control(reprice=1.0)["repriced"] == sb.urls(all=True)
+        assert sb.truth()[url]["price"] != before
+    started = time.monotonic()
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(url, timeout=2)
+    assert time.monotonic() - started < 2
+
+
+def test_constructor_rejects_bad_options() -> None:
+    with pytest.raises(ValueError, match="latency"):
+        Sandbox(latency="900-300")
+    with pytest.raises(ValueError, match="products must be >= 1, got 0"):
+        Sandbox(products=0)
+    with pytest.raises(ModeError, match="burst503.period"):
+        Sandbox(modes=[{"mode": "burst503", "period": 0}])
