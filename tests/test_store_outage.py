@@ -1,0 +1,132 @@
+"""PostgreSQL stopped and started again in the middle of a crawl: nothing lost, nothing
+duplicated.
+
+The shared server is left alone: the test runs a private PostgreSQL cluster of its own
+(initdb into a temporary directory, on a free port) that it can stop for real.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .fixtures.sandbox import SandboxProcess, sandbox_args
+from .helpers import scrapy, scrapy_env
+
+BINDIRS = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
+
+
+class PrivateCluster:
+    def __init__(self) -> None:
+        self.bindir = Path(BINDIRS[-1])
+        self.root = Path(tempfile.mkdtemp(prefix="pricewatch-pg-"))
+        self.data = self.root / "data"
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self._as_postgres = os.geteuid() == 0
+        if self._as_postgres:
+            shutil.chown(self.root, "postgres", "postgres")
+        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
+        self.start()
+
+    def _run(self, tool: str, *args: str) -> None:
+        cmd = [str(self.bindir / tool), *args]
+        if self._as_postgres:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=60)
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-w", "-l",
+                  str(self.root / "log"), "start")  # fmt: skip
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+
+    def query(self, sql: str) -> str:
+        cmd = [str(self.bindir / "psql"), self.url, "-Atc", sql]
+        return subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=30).stdout
+
+    def destroy(self) -> None:
+        try:
+            self.stop()
+        except subprocess.CalledProcessError:
+            pass
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture
+def cluster() -> Iterator[PrivateCluster]:
+    if not BINDIRS or shutil.which("runuser") is None:
+        pytest.skip("needs the PostgreSQL server binaries to run a private cluster")
+    pg = PrivateCluster()
+    try:
+        yield pg
+    finally:
+        pg.destroy()
+
+
+@pytest.mark.timeout(180)
+def test_postgres_down_midway_loses_and_duplicates_nothing(
+    cluster: PrivateCluster, tmp_path: Path
+) -> None:
+    shop = SandboxProcess(sandbox_args(port=0, seed=5, shops=3, products=20, latency="100-300"))
+    try:
+        urls = shop.urls()
+        env = scrapy_env(tmp_path, PRICEWATCH_STORE_URL=cluster.url)
+        (tmp_path / "seeds.txt").write_text("\n".join(urls) + "\n")
+        assert scrapy(tmp_path, "seed", "seeds.txt", env=env).returncode == 0
+        crawl = subprocess.Popen(
+            [sys.executable, "-m", "scrapy", "crawl", "products",
+             "-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False",
+             "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=1", "-s", "PRICEWATCH_BATCH_SIZE=5",
+             "-s", "PRICEWATCH_FLUSH_INTERVAL=0.2", "-s", "PRICEWATCH_STORE_RETRY_MAX_DELAY=1"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+
+        def products() -> int:
+            try:
+                return int(cluster.query("SELECT count(*) FROM products") or 0)
+            except subprocess.CalledProcessError:
+                return -1
+
+        deadline = time.monotonic() + 60
+        while products() < 5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        cluster.stop()
+        time.sleep(3)  # the crawl keeps fetching and buffers while the store is down
+        cluster.start()
+        _, err = crawl.communicate(timeout=120)
+        assert crawl.returncode == 0, err[-3000:]
+        stats: dict[str, Any] = json.loads((tmp_path / "stats.json").read_text())
+        assert stats["pricewatch/store/write_retries"] >= 1
+        assert "Store write failed" in err
+        rows = cluster.query("SELECT count(*), count(DISTINCT url) FROM price_changes").split("|")
+        assert [int(r) for r in rows] == [len(urls), len(urls)]
+        assert products() == len(urls)
+        truth = shop.truth()
+        for line in cluster.query("SELECT url, price::text, currency FROM products").splitlines():
+            url, price, currency = line.split("|")
+            want = (Decimal(truth[url]["price"]), truth[url]["currency"])
+            assert (Decimal(price), currency) == want, url
+    finally:
+        shop.stop()
