@@ -37,6 +37,17 @@ def normalise_decimal(value: Decimal) -> Decimal:
     return Decimal(canonical_decimal(value))
 
 
+def stored_text(value: Decimal) -> str:
+    """The TEXT a Decimal is stored as: canonical when finite; otherwise ``NaN`` or
+    ``Infinity``, which the CHECK constraints then refuse (never silently altered)."""
+    return canonical_decimal(value) if value.is_finite() else str(value)
+
+
+def stored_decimal(value: Decimal) -> Decimal:
+    """The Decimal sent to a ``numeric`` column (non-finite values left for the CHECKs)."""
+    return normalise_decimal(value) if value.is_finite() else value
+
+
 def iso_utc(moment: datetime) -> str:
     """``2026-01-31T12:00:00.000000+00:00`` for an aware datetime."""
     if moment.tzinfo is None or moment.utcoffset() is None:

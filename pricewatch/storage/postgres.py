@@ -39,7 +39,7 @@ import asyncpg
 
 from pricewatch._urls import mask_password
 from pricewatch.storage._migrations import migrations
-from pricewatch.storage._values import in_rounds, normalise_decimal, problem
+from pricewatch.storage._values import in_rounds, problem, stored_decimal
 from pricewatch.storage.base import (
     ChangeRow,
     Observation,
@@ -207,7 +207,7 @@ def _reason(exc: asyncpg.PostgresError) -> str:
 
 
 def _money(value: Decimal | None) -> Decimal | None:
-    return None if value is None else normalise_decimal(value)
+    return None if value is None else stored_decimal(value)
 
 
 def _records(rounds: list[list[Observation]]) -> list[tuple[Any, ...]]:
@@ -217,7 +217,7 @@ def _records(rounds: list[list[Observation]]) -> list[tuple[Any, ...]]:
             o.url,
             o.domain,
             o.sku,
-            normalise_decimal(o.price),
+            stored_decimal(o.price),
             o.currency,
             _money(o.regular_price),
             o.availability,

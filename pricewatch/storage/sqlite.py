@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from pricewatch._urls import mask_password, sqlite_path
 from pricewatch.storage._migrations import migrations, sqlite_statements
-from pricewatch.storage._values import canonical_decimal, iso_utc, parse_iso, problem
+from pricewatch.storage._values import iso_utc, parse_iso, problem, stored_text
 from pricewatch.storage.base import (
     ChangeRow,
     Observation,
@@ -89,7 +89,7 @@ _MIGRATIONS_TABLE = (
 
 
 def _money(value: Decimal | None) -> str | None:
-    return None if value is None else canonical_decimal(value)
+    return None if value is None else stored_text(value)
 
 
 def _decimal(text: str | None) -> Decimal | None:
@@ -275,7 +275,7 @@ class SQLiteStore(Store):
     def _apply(db: sqlite3.Connection, obs: Observation) -> bool:
         """Apply one observation; return whether it is a recorded change (also on replay)."""
         at = iso_utc(obs.observed_at)
-        price, regular = canonical_decimal(obs.price), _money(obs.regular_price)
+        price, regular = stored_text(obs.price), _money(obs.regular_price)
         stored = db.execute(_SELECT_PRODUCT, (obs.url,)).fetchone()
         change = (
             obs.url,
