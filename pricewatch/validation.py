@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
-from typing import Literal
+from typing import Literal, overload
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, ValidationError, field_validator
 
@@ -119,6 +119,10 @@ def _canonical(value: Decimal | None) -> str:
     return format(normal, "f")
 
 
+@overload
+def canonical_decimal(value: Decimal) -> Decimal: ...
+@overload
+def canonical_decimal(value: None) -> None: ...
 def canonical_decimal(value: Decimal | None) -> Decimal | None:
     """``Decimal("1E+2")`` -> ``Decimal("100.00")``; at least two places, no exponent."""
     return None if value is None else Decimal(_canonical(value))
@@ -140,17 +144,19 @@ def validate(item: OfferItem, max_price: Decimal) -> Observation:
     if offer.currency is None:
         raise InvalidOffer("no_currency", item.url)
     try:
-        model = PriceObservation(
-            url=item.url,
-            domain=item.domain,
-            price=price,
-            currency=offer.currency,
-            regular_price=regular,
-            availability=offer.availability,
-            sku=offer.sku,
-            name=offer.name,
-            source=offer.source,
-            observed_at=item.fetched_at,
+        model = PriceObservation.model_validate(
+            {
+                "url": item.url,
+                "domain": item.domain,
+                "price": price,
+                "currency": offer.currency,
+                "regular_price": regular,
+                "availability": offer.availability,
+                "sku": offer.sku,
+                "name": offer.name,
+                "source": offer.source,
+                "observed_at": item.fetched_at,
+            }
         )
     except ValidationError as exc:
         error = exc.errors()[0]
