@@ -40,6 +40,11 @@ CONCURRENT_REQUESTS = 64
 # Requests in flight to one host of one process: the first anti-ban lever. Lower it for
 # fragile shops (or per host with DOWNLOAD_SLOTS); raise only with the shop's consent.
 CONCURRENT_REQUESTS_PER_DOMAIN = 12
+# Scrapy's downloader with one fix: under the asyncio reactor the stock one lets a whole slot
+# queue (up to CONCURRENT_REQUESTS) go to one host at once when the slot's delay is 0, so
+# CONCURRENT_REQUESTS_PER_DOMAIN and DOWNLOAD_SLOTS concurrency did not hold. This one counts a
+# request against its slot as it leaves the queue. See docs/per-domain-concurrency.md.
+DOWNLOADER = "pricewatch.downloader.SlotAccountingDownloader"
 # Seconds between two requests to one host (before AutoThrottle adapts it).
 DOWNLOAD_DELAY = 0.2
 # Spread the delay to 0.5x-1.5x so the cadence does not look robotic.
