@@ -1,0 +1,89 @@
+"""Every Redis key of the frontier, in one place.
+
+All keys share one hash tag, ``pricewatch:{<namespace>}:…`` (namespace from
+``PRICEWATCH_FRONTIER_REDIS_NAMESPACE``, default ``pw``), so every key lives in one Redis
+Cluster slot and the Lua scripts, which also touch the per-domain keys they build from
+``prefix``, run on a cluster as on a single server.
+
+==========================  ======  ===============================================
+key                         type    holds
+==========================  ======  ===============================================
+``entries``                 HASH    entry id -> msgpack record (url, domain, sku,
+                                    importance, attempts, failures, gone, checks,
+                                    changes, seen_at)
+``sched:<domain>``          ZSET    scheduled entry ids of a domain, by due time
+``ready``                   ZSET    domains with scheduled entries, by their earliest
+                                    due time (or the end of their pause, if later)
+``inflight``                ZSET    leased entry ids, by lease deadline
+``leases``                  HASH    entry id -> "token<TAB>due<TAB>domain"
+``domain_inflight``         HASH    domain -> leases in flight (the global cap)
+``paused``                  HASH    domain -> paused until (epoch seconds, Redis TIME)
+``health``                  HASH    domain -> health (EWMA of fetch success)
+``domains``                 SET     every domain ever added
+``retired:<domain>``        ZSET    retired entry ids, by retirement time
+``dead:<domain>``           ZSET    dead-lettered entry ids, by time
+``malformed``               HASH    entry id -> the undecodable record, set aside
+==========================  ======  ===============================================
+
+An entry id is in exactly one of ``sched:<domain>``, ``inflight``, ``retired:<domain>``,
+``dead:<domain>`` or ``malformed`` at a time: there is no dupefilter set.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+
+PREFIX = "pricewatch"
+_NAMESPACE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+
+
+def entry_id(url: str) -> str:
+    """The 12-character id of ``url`` (72 bits of BLAKE2b, URL-safe base64)."""
+    digest = hashlib.blake2b(url.encode("utf-8"), digest_size=9).digest()
+    return base64.urlsafe_b64encode(digest).decode("ascii")
+
+
+class Keys:
+    def __init__(self, namespace: str = "pw") -> None:
+        if not _NAMESPACE.match(namespace):
+            raise ValueError(
+                "PRICEWATCH_FRONTIER_REDIS_NAMESPACE must be 1-64 characters of "
+                f"[A-Za-z0-9_.:-], got {namespace!r}"
+            )
+        self.namespace = namespace
+        self.prefix = f"{PREFIX}:{{{namespace}}}:"
+        self.entries = self.prefix + "entries"
+        self.ready = self.prefix + "ready"
+        self.inflight = self.prefix + "inflight"
+        self.leases = self.prefix + "leases"
+        self.domain_inflight = self.prefix + "domain_inflight"
+        self.paused = self.prefix + "paused"
+        self.health = self.prefix + "health"
+        self.domains = self.prefix + "domains"
+        self.malformed = self.prefix + "malformed"
+        self.pattern = self.prefix + "*"
+
+    def script_keys(self) -> list[str]:
+        """The KEYS every script receives, in the order ``lua/common.lua`` names them."""
+        return [
+            self.entries,
+            self.ready,
+            self.inflight,
+            self.leases,
+            self.domain_inflight,
+            self.paused,
+            self.health,
+            self.domains,
+            self.malformed,
+        ]
+
+    def sched(self, domain: str) -> str:
+        return f"{self.prefix}sched:{domain}"
+
+    def retired(self, domain: str) -> str:
+        return f"{self.prefix}retired:{domain}"
+
+    def dead(self, domain: str) -> str:
+        return f"{self.prefix}dead:{domain}"

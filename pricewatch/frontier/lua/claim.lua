@@ -1,0 +1,95 @@
+-- claim: ARGV = prefix, n, lease ttl, per-domain cap (0 = none), token base, max attempts,
+-- reap limit, domain scan limit.
+-- Reaps expired leases first, then takes up to n due entries: domains in order of their most
+-- overdue entry, round-robin, skipping paused domains and domains at the in-flight cap; within
+-- a domain the most overdue first. Each moves from sched:<domain> to `inflight` (scored by the
+-- lease deadline) with a fresh token in `leases`.
+-- Returns {deadline, leases, malformed ids}; each lease is {id, token, url, domain, sku,
+-- importance, attempts, failures, gone, checks, changes, seen_at, health}.
+local n, ttl, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local token_base, max_attempts = ARGV[5], tonumber(ARGV[6])
+local reap_limit, scan_limit = tonumber(ARGV[7]), tonumber(ARGV[8])
+local now = now_seconds()
+local malformed = {}
+reap(now, reap_limit, max_attempts, malformed)
+local deadline = now + ttl
+
+local active = {}
+for _, d in ipairs(redis.call('ZRANGEBYSCORE', K_READY, '-inf', now, 'LIMIT', 0, scan_limit)) do
+  local paused = tonumber(redis.call('HGET', K_PAUSED, d) or '0') or 0
+  if paused > now then
+    refresh(d, now)
+  else
+    local room = n
+    if cap > 0 then
+      local busy = tonumber(redis.call('HGET', K_DOMAIN_INFLIGHT, d) or '0') or 0
+      room = math.min(n, cap - busy)
+    end
+    if room > 0 then active[#active + 1] = {d = d, room = room, taken = {}} end
+  end
+end
+
+local remaining, counter = n, 0
+local live = active
+while remaining > 0 and #live > 0 do
+  local share = math.max(1, math.floor(remaining / #live))
+  local still = {}
+  for _, a in ipairs(live) do
+    if remaining <= 0 then break end
+    local want = math.min(share, a.room - #a.taken, remaining)
+    local key = sched_key(a.d)
+    local found = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'WITHSCORES', 'LIMIT', 0, want)
+    if #found > 0 then
+      local ids = {}
+      for i = 1, #found, 2 do ids[#ids + 1] = found[i] end
+      redis.call('ZREM', key, unpack(ids))
+      local raws = redis.call('HMGET', K_ENTRIES, unpack(ids))
+      local zargs, hargs = {}, {}
+      for j, id in ipairs(ids) do
+        local rec = decode(raws[j])
+        if rec == nil then
+          if raws[j] then quarantine(id, raws[j], malformed) end
+        else
+          counter = counter + 1
+          local token = token_base .. ':' .. counter
+          zargs[#zargs + 1] = deadline
+          zargs[#zargs + 1] = id
+          hargs[#hargs + 1] = id
+          hargs[#hargs + 1] = lease_value(token, tonumber(found[2 * j]), a.d)
+          a.taken[#a.taken + 1] = {id, token, rec}
+          remaining = remaining - 1
+        end
+      end
+      if #zargs > 0 then
+        redis.call('ZADD', K_INFLIGHT, unpack(zargs))
+        redis.call('HSET', K_LEASES, unpack(hargs))
+      end
+    end
+    if #found / 2 == want and a.room > #a.taken then still[#still + 1] = a end
+  end
+  live = still
+end
+
+local leases = {}
+for _, a in ipairs(active) do
+  if #a.taken > 0 then
+    redis.call('HINCRBY', K_DOMAIN_INFLIGHT, a.d, #a.taken)
+    a.health = redis.call('HGET', K_HEALTH, a.d) or '1'
+    refresh(a.d, now)
+  end
+end
+local depth, more = 1, true
+while more do
+  more = false
+  for _, a in ipairs(active) do
+    local t = a.taken[depth]
+    if t then
+      more = true
+      local rec = t[3]
+      leases[#leases + 1] = {t[1], t[2], rec[1], a.d, rec[3], fmt(rec[4]), rec[5], rec[6],
+        rec[7], rec[8], rec[9], fmt(rec[10]), a.health}
+    end
+  end
+  depth = depth + 1
+end
+return {fmt(deadline), leases, malformed}

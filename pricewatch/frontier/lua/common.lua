@@ -1,0 +1,104 @@
+-- Shared by every frontier script: prepended to each one when it is registered.
+-- KEYS (pricewatch/frontier/keys.py, Keys.script_keys) and ARGV[1], the key prefix from which
+-- the per-domain keys are built (same hash tag, same cluster slot).
+local K_ENTRIES, K_READY, K_INFLIGHT, K_LEASES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_DOMAIN_INFLIGHT, K_PAUSED, K_HEALTH = KEYS[5], KEYS[6], KEYS[7]
+local K_DOMAINS, K_MALFORMED = KEYS[8], KEYS[9]
+local PREFIX = ARGV[1]
+
+local function now_seconds()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+
+local function sched_key(d) return PREFIX .. 'sched:' .. d end
+local function retired_key(d) return PREFIX .. 'retired:' .. d end
+local function dead_key(d) return PREFIX .. 'dead:' .. d end
+local function fmt(x) return string.format('%.6f', x) end
+
+-- A record is a msgpack array:
+-- {url, domain, sku, importance, attempts, failures, gone, checks, changes, seen_at}
+local function decode(raw)
+  if not raw then return nil end
+  local ok, rec = pcall(cmsgpack.unpack, raw)
+  if not ok or type(rec) ~= 'table' then return nil end
+  if type(rec[1]) ~= 'string' or type(rec[2]) ~= 'string' or rec[2] == '' then return nil end
+  if type(rec[3]) ~= 'string' then return nil end
+  for i = 4, 10 do
+    if type(rec[i]) ~= 'number' then return nil end
+  end
+  return rec
+end
+
+local function encode(rec) return cmsgpack.pack(rec) end
+
+-- Keep a domain's score in `ready` equal to its earliest due time, or the end of its pause.
+local function refresh(d, now)
+  local head = redis.call('ZRANGE', sched_key(d), 0, 0, 'WITHSCORES')
+  if #head == 0 then
+    redis.call('ZREM', K_READY, d)
+    return
+  end
+  local score = tonumber(head[2])
+  local paused = tonumber(redis.call('HGET', K_PAUSED, d) or '0') or 0
+  if paused > now then
+    if paused > score then score = paused end
+  elseif paused > 0 then
+    redis.call('HDEL', K_PAUSED, d)
+  end
+  redis.call('ZADD', K_READY, score, d)
+end
+
+local function lease_value(token, due, d) return token .. '\t' .. fmt(due) .. '\t' .. d end
+
+local function parse_lease(v)
+  local token, due, d = string.match(v, '^([^\t]*)\t([^\t]*)\t(.*)$')
+  return token, tonumber(due), d
+end
+
+local function release_slot(d, count)
+  if not d or d == '' then return end
+  local left = redis.call('HINCRBY', K_DOMAIN_INFLIGHT, d, -(count or 1))
+  if left <= 0 then redis.call('HDEL', K_DOMAIN_INFLIGHT, d) end
+end
+
+-- An undecodable record is set aside (never dropped) and reported to the caller, which logs it.
+local function quarantine(id, raw, malformed)
+  redis.call('HSET', K_MALFORMED, id, raw or '')
+  malformed[#malformed + 1] = id
+end
+
+-- Expired leases go back to their domain's schedule at their old (overdue) due time, with
+-- one more attempt; at `max_attempts` they go to the domain's dead-letter set.
+local function reap(now, limit, max_attempts, malformed)
+  local ids = redis.call('ZRANGEBYSCORE', K_INFLIGHT, '-inf', now, 'LIMIT', 0, limit)
+  local touched = {}
+  for _, id in ipairs(ids) do
+    redis.call('ZREM', K_INFLIGHT, id)
+    local v = redis.call('HGET', K_LEASES, id)
+    local due = now
+    if v then
+      redis.call('HDEL', K_LEASES, id)
+      local _, ldue, ld = parse_lease(v)
+      if ldue then due = ldue end
+      release_slot(ld)
+    end
+    local raw = redis.call('HGET', K_ENTRIES, id)
+    local rec = decode(raw)
+    if rec == nil then
+      if raw then quarantine(id, raw, malformed) end
+    else
+      local d = rec[2]
+      rec[5] = rec[5] + 1
+      if rec[5] >= max_attempts then
+        redis.call('ZADD', dead_key(d), now, id)
+      else
+        redis.call('ZADD', sched_key(d), due, id)
+        touched[d] = true
+      end
+      redis.call('HSET', K_ENTRIES, id, encode(rec))
+    end
+  end
+  for d in pairs(touched) do refresh(d, now) end
+  return #ids
+end

@@ -1,0 +1,76 @@
+-- complete: ARGV = prefix, health alpha, and a JSON array with one array per completion:
+-- [id, token, delay (seconds from now; < 0 = retire), failures, gone, checks, changes,
+--  seen (1 = fetched fine now), health sample (< 0 = none)].
+-- A completion whose token is not the entry's current lease is ignored (as is a second
+-- completion of the same lease). Returns {applied, malformed ids}.
+local alpha = tonumber(ARGV[2])
+local now = now_seconds()
+local items = cjson.decode(ARGV[3])
+local ids = {}
+for j, item in ipairs(items) do ids[j] = item[1] end
+if #ids == 0 then return {0, {}} end
+local leases = redis.call('HMGET', K_LEASES, unpack(ids))
+local mine, where, doms, seen = {}, {}, {}, {}
+for j, id in ipairs(ids) do
+  local v = leases[j]
+  if v and not seen[id] then
+    local current, _, d = parse_lease(v)
+    if current == items[j][2] then
+      seen[id] = true
+      mine[#mine + 1] = id
+      where[#where + 1] = items[j]
+      doms[#doms + 1] = d
+    end
+  end
+end
+if #mine == 0 then return {0, {}} end
+redis.call('HDEL', K_LEASES, unpack(mine))
+redis.call('ZREM', K_INFLIGHT, unpack(mine))
+local released = {}
+for _, d in ipairs(doms) do released[d] = (released[d] or 0) + 1 end
+for d, count in pairs(released) do release_slot(d, count) end
+
+local raws = redis.call('HMGET', K_ENTRIES, unpack(mine))
+local applied = 0
+local malformed, hargs, sched, retired, health = {}, {}, {}, {}, {}
+for j, id in ipairs(mine) do
+  local rec = decode(raws[j])
+  if rec == nil then
+    if raws[j] then quarantine(id, raws[j], malformed) end
+  else
+    local item, d = where[j], doms[j]
+    rec[5] = 0
+    rec[6], rec[7], rec[8], rec[9] = item[4], item[5], item[6], item[7]
+    if item[8] == 1 then rec[10] = now end
+    hargs[#hargs + 1] = id
+    hargs[#hargs + 1] = encode(rec)
+    local target = sched
+    local score = now
+    if item[3] < 0 then
+      target = retired
+    else
+      score = now + item[3]
+    end
+    local list = target[d]
+    if not list then
+      list = {}
+      target[d] = list
+    end
+    list[#list + 1] = score
+    list[#list + 1] = id
+    if item[9] >= 0 then
+      local h = health[d]
+      if h == nil then h = tonumber(redis.call('HGET', K_HEALTH, d) or '1') or 1 end
+      health[d] = h + alpha * (item[9] - h)
+    end
+    applied = applied + 1
+  end
+end
+if #hargs > 0 then redis.call('HSET', K_ENTRIES, unpack(hargs)) end
+for d, list in pairs(sched) do
+  redis.call('ZADD', sched_key(d), unpack(list))
+  refresh(d, now)
+end
+for d, list in pairs(retired) do redis.call('ZADD', retired_key(d), unpack(list)) end
+for d, h in pairs(health) do redis.call('HSET', K_HEALTH, d, fmt(h)) end
+return {applied, malformed}

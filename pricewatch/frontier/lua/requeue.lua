@@ -1,0 +1,23 @@
+-- requeue: ARGV = prefix, domain. Retired and dead entries of the domain go back on its
+-- schedule, due now, with attempts, failures and gone reset. Returns {moved, malformed ids}.
+local d = ARGV[2]
+local now = now_seconds()
+local moved = 0
+local malformed = {}
+for _, key in ipairs({retired_key(d), dead_key(d)}) do
+  for _, id in ipairs(redis.call('ZRANGE', key, 0, -1)) do
+    local raw = redis.call('HGET', K_ENTRIES, id)
+    local rec = decode(raw)
+    if rec == nil then
+      if raw then quarantine(id, raw, malformed) end
+    else
+      rec[5], rec[6], rec[7], rec[10] = 0, 0, 0, now
+      redis.call('HSET', K_ENTRIES, id, encode(rec))
+      redis.call('ZADD', sched_key(d), now, id)
+      moved = moved + 1
+    end
+  end
+  redis.call('DEL', key)
+end
+refresh(d, now)
+return {moved, malformed}

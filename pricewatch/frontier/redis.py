@@ -1,0 +1,396 @@
+"""The shared frontier: one schedule in Redis for many crawler processes.
+
+Settings: ``PRICEWATCH_FRONTIER_URL`` (``redis://host:6379/0``; a ``?namespace=NAME``
+query parameter overrides the setting below), ``PRICEWATCH_FRONTIER_REDIS_NAMESPACE``
+(``pw``), ``PRICEWATCH_FRONTIER_REDIS_TIMEOUT`` (10 s), and the schedule settings of
+:class:`SchedulePolicy` (``PRICEWATCH_FRONTIER_*``, ``PRICEWATCH_DOMAIN_MAX_INFLIGHT``).
+
+Layout (:mod:`pricewatch.frontier.keys`): a sorted set per domain scored by due time,
+a ``ready`` sorted set of domains scored by their earliest due time (so a claim visits
+the most overdue domains first and round-robins between them), an ``inflight`` sorted
+set scored by lease deadline, and one hash of compact msgpack records. Claim, complete,
+reap and the rest are Lua scripts (``lua/*.lua``, registered once, run by EVALSHA), so
+each is atomic across every worker; the clock is Redis ``TIME``. Nothing is popped
+without a lease: a worker that dies holding leases loses nothing, its leases expire and
+go back to the schedule. An entry id lives in exactly one set at a time, so there is no
+ever-growing dupefilter.
+
+Unreachable at ``open()``: :class:`FrontierUnavailable` naming the masked URL. Lost
+mid-crawl (a restart, a timeout): :class:`FrontierConnectionLost`, retryable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+from collections.abc import AsyncIterator, Iterable, Sequence
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from pricewatch._urls import mask_password
+from pricewatch.frontier.base import (
+    Completion,
+    DomainCounts,
+    Entry,
+    EntryInfo,
+    Frontier,
+    FrontierConnectionLost,
+    FrontierUnavailable,
+    Lease,
+    SchedulePolicy,
+)
+from pricewatch.frontier.keys import Keys, entry_id
+from pricewatch.frontier.scoring import SUCCESSES, History, transition
+from pricewatch.frontier.sqlite import valid_entries
+
+if TYPE_CHECKING:
+    from redis.commands.core import AsyncScript
+    from scrapy.settings import BaseSettings
+
+logger = logging.getLogger(__name__)
+
+SCRIPTS = ("add", "claim", "complete", "reap", "pause", "requeue", "purge", "entry")
+ADD_CHUNK = 1000  # entries per add script call (one call blocks Redis ~ms)
+ADD_PIPELINE = 8  # add script calls per round trip
+COMPLETE_CHUNK = 1000
+REAP_LIMIT = 500  # expired leases returned per script call
+SCAN_LIMIT = 1000  # due domains a claim looks at
+
+
+def _script_source(name: str) -> str:
+    package = resources.files("pricewatch.frontier") / "lua"
+    common = (package / "common.lua").read_text(encoding="utf-8")
+    return common + "\n" + (package / f"{name}.lua").read_text(encoding="utf-8")
+
+
+def split_namespace(url: str) -> tuple[str, str | None]:
+    """``redis://h/0?namespace=x`` -> (``redis://h/0``, ``x``); other query args kept."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    namespace = None
+    kept = []
+    for key, value in query:
+        if key == "namespace":
+            namespace = value
+        else:
+            kept.append((key, value))
+    return urlunsplit(parts._replace(query=urlencode(kept))), namespace
+
+
+def _opt(value: str) -> str | None:
+    return value or None
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class RedisFrontier(Frontier):
+    def __init__(
+        self,
+        url: str,
+        policy: SchedulePolicy | None = None,
+        *,
+        settings: BaseSettings | None = None,
+        namespace: str | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self.url = url
+        self.policy = policy or SchedulePolicy()
+        self._redis_url, url_namespace = split_namespace(url)
+        if namespace is None:
+            namespace = url_namespace
+        if namespace is None and settings is not None:
+            namespace = settings.get("PRICEWATCH_FRONTIER_REDIS_NAMESPACE")
+        self.keys = Keys(namespace or "pw")
+        if timeout is None:
+            timeout = (
+                settings.getfloat("PRICEWATCH_FRONTIER_REDIS_TIMEOUT", 10.0)
+                if settings is not None
+                else 10.0
+            )
+        if timeout <= 0:
+            raise ValueError(f"PRICEWATCH_FRONTIER_REDIS_TIMEOUT must be > 0, got {timeout}")
+        self.timeout = timeout
+        self._client: aioredis.Redis | None = None
+        self._scripts: dict[str, AsyncScript] = {}
+
+    @property
+    def masked_url(self) -> str:
+        return mask_password(self.url)
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._client is not None:
+            return
+        try:
+            client = aioredis.from_url(
+                self._redis_url,
+                decode_responses=True,
+                socket_timeout=self.timeout,
+                socket_connect_timeout=self.timeout,
+                health_check_interval=30,
+            )
+        except ValueError as exc:
+            raise FrontierUnavailable(
+                f"invalid Redis frontier URL {self.masked_url}: {exc}"
+            ) from exc
+        try:
+            await client.ping()
+        except (RedisError, OSError) as exc:
+            await client.aclose()
+            raise FrontierUnavailable(
+                f"cannot reach the Redis frontier at {self.masked_url}: {exc}"
+            ) from exc
+        self._client = client
+        self._scripts = {name: client.register_script(_script_source(name)) for name in SCRIPTS}
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    @property
+    def client(self) -> aioredis.Redis:
+        if self._client is None:
+            raise RuntimeError(f"frontier {self.masked_url} is not open (call open() first)")
+        return self._client
+
+    @contextlib.asynccontextmanager
+    async def _guard(self) -> AsyncIterator[None]:
+        try:
+            yield
+        except (RedisConnectionError, RedisTimeoutError, OSError, asyncio.TimeoutError) as exc:
+            raise FrontierConnectionLost(
+                f"lost the Redis frontier at {self.masked_url}: {exc}"
+            ) from exc
+
+    async def _script(self, name: str, *args: Any, client: Any = None) -> Any:
+        script = self._scripts[name] if self._scripts else None
+        if script is None:
+            raise RuntimeError(f"frontier {self.masked_url} is not open (call open() first)")
+        return await script(
+            keys=self.keys.script_keys(), args=[self.keys.prefix, *args], client=client
+        )
+
+    def _log_malformed(self, ids: Sequence[str], where: str) -> None:
+        for id_ in ids:
+            logger.warning(
+                "Frontier: malformed entry %s in %s (found by %s); set aside in %s",
+                id_,
+                self.keys.entries,
+                where,
+                self.keys.malformed,
+            )
+
+    # -- the interface ----------------------------------------------------------------------
+
+    async def add(self, entries: Iterable[Entry]) -> int:
+        rows = valid_entries(entries)
+        new = 0
+        async with self._guard():
+            for start in range(0, len(rows), ADD_CHUNK * ADD_PIPELINE):
+                window = rows[start : start + ADD_CHUNK * ADD_PIPELINE]
+                pipe = self.client.pipeline(transaction=False)
+                for offset in range(0, len(window), ADD_CHUNK):
+                    payload = [
+                        [entry_id(e.url), e.url, domain, e.sku or "", float(e.importance)]
+                        for e, domain in window[offset : offset + ADD_CHUNK]
+                    ]
+                    await self._script("add", _json(payload), client=pipe)
+                for added, collided, malformed in await pipe.execute():
+                    new += int(added)
+                    for url in collided:
+                        logger.error(
+                            "Frontier: skipped %r: its id collides with another URL's", url
+                        )
+                    self._log_malformed(malformed, "add")
+        return new
+
+    async def claim(self, n: int) -> list[Lease]:
+        if n <= 0:
+            return []
+        policy = self.policy
+        async with self._guard():
+            deadline, rows, malformed = await self._script(
+                "claim",
+                n,
+                repr(policy.lease_ttl),
+                policy.domain_max_inflight,
+                secrets.token_hex(8),
+                policy.max_attempts,
+                REAP_LIMIT,
+                SCAN_LIMIT,
+            )
+        self._log_malformed(malformed, "claim")
+        until = float(deadline)
+        leases = []
+        for row in rows:
+            (_id, token, url, domain, sku, imp, attempts, fails, gone, checks, changes, seen, h) = row
+            leases.append(
+                Lease(
+                    url=url,
+                    domain=domain,
+                    token=token,
+                    deadline=until,
+                    sku=_opt(sku),
+                    importance=float(imp),
+                    attempts=int(attempts),
+                    failures=int(fails),
+                    gone=int(gone),
+                    checks=int(checks),
+                    changes=int(changes),
+                    seen_at=float(seen),
+                    health=float(h),
+                )
+            )
+        return leases
+
+    async def complete(self, completions: Sequence[Completion]) -> int:
+        policy = self.policy
+        items: list[list[Any]] = []
+        for completion in completions:
+            lease = completion.lease
+            # The schedule is computed against the Redis clock as of the claim; the script
+            # adds the delay to its own TIME.
+            claimed_at = lease.deadline - policy.lease_ttl
+            history = History(
+                failures=lease.failures,
+                gone=lease.gone,
+                checks=lease.checks,
+                changes=lease.changes,
+                seen_at=lease.seen_at,
+            )
+            step = transition(policy, history, completion, claimed_at, lease.health)
+            new = step.history
+            items.append(
+                [
+                    entry_id(lease.url),
+                    lease.token,
+                    -1 if step.due_at is None else max(step.due_at - claimed_at, 0.0),
+                    new.failures,
+                    new.gone,
+                    new.checks,
+                    new.changes,
+                    1 if completion.outcome in SUCCESSES else 0,
+                    -1 if step.health_sample is None else step.health_sample,
+                ]
+            )
+        applied = 0
+        async with self._guard():
+            for start in range(0, len(items), COMPLETE_CHUNK):
+                done, malformed = await self._script(
+                    "complete",
+                    repr(policy.health_alpha),
+                    _json(items[start : start + COMPLETE_CHUNK]),
+                )
+                applied += int(done)
+                self._log_malformed(malformed, "complete")
+        return applied
+
+    async def reap(self) -> int:
+        total = 0
+        async with self._guard():
+            while True:
+                reaped, malformed = await self._script(
+                    "reap", REAP_LIMIT, self.policy.max_attempts
+                )
+                self._log_malformed(malformed, "reap")
+                total += int(reaped)
+                if int(reaped) < REAP_LIMIT:
+                    return total
+
+    async def pause_domain(self, domain: str, seconds: float) -> None:
+        async with self._guard():
+            await self._script("pause", domain, repr(float(seconds)))
+
+    async def _now(self) -> float:
+        seconds, micros = await self.client.time()
+        return seconds + micros / 1_000_000
+
+    async def counts(self) -> list[DomainCounts]:
+        keys = self.keys
+        async with self._guard():
+            domains = sorted(await self.client.smembers(keys.domains))
+            now = await self._now()
+            pipe = self.client.pipeline(transaction=False)
+            for domain in domains:
+                pipe.zcount(keys.sched(domain), "-inf", now)
+                pipe.zcard(keys.sched(domain))
+                pipe.hget(keys.domain_inflight, domain)
+                pipe.zcard(keys.retired(domain))
+                pipe.zcard(keys.dead(domain))
+            values = await pipe.execute()
+        out = []
+        for i, domain in enumerate(domains):
+            due, scheduled, inflight, retired, dead = values[i * 5 : i * 5 + 5]
+            out.append(
+                DomainCounts(
+                    domain=domain,
+                    due=int(due),
+                    scheduled=int(scheduled) - int(due),
+                    inflight=int(inflight or 0),
+                    retired=int(retired),
+                    dead=int(dead),
+                )
+            )
+        return out
+
+    async def malformed_count(self) -> int:
+        async with self._guard():
+            return int(await self.client.hlen(self.keys.malformed))
+
+    async def next_due_in(self) -> float | None:
+        async with self._guard():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zrange(self.keys.ready, 0, 0, withscores=True)
+            pipe.zrange(self.keys.inflight, 0, 0, withscores=True)
+            ready, inflight = await pipe.execute()
+            now = await self._now()
+        candidates = [score for _, score in ready + inflight]
+        if not candidates:
+            return None
+        return max(min(candidates) - now, 0.0)
+
+    async def entry(self, url: str) -> EntryInfo | None:
+        async with self._guard():
+            row = await self._script("entry", entry_id(url))
+        if not row:
+            return None
+        if row[0] == "malformed":
+            return EntryInfo(url=url, domain="", state="malformed", due_at=0.0)
+        state, due, url, domain, sku, imp, attempts, fails, gone, checks, changes, seen = row
+        return EntryInfo(
+            url=url,
+            domain=domain,
+            state=state,
+            due_at=float(due),
+            sku=_opt(sku),
+            importance=float(imp),
+            attempts=int(attempts),
+            failures=int(fails),
+            gone=int(gone),
+            checks=int(checks),
+            changes=int(changes),
+            seen_at=float(seen),
+        )
+
+    async def requeue_domain(self, domain: str) -> int:
+        async with self._guard():
+            moved, malformed = await self._script("requeue", domain)
+        self._log_malformed(malformed, "requeue")
+        return int(moved)
+
+    async def purge_domain(self, domain: str) -> int:
+        async with self._guard():
+            return int(await self._script("purge", domain))
