@@ -47,8 +47,9 @@ CONCURRENT_REQUESTS_PER_DOMAIN = 12
 DOWNLOADER = "pricewatch.downloader.SlotAccountingDownloader"
 # Seconds between two requests to one host (before AutoThrottle adapts it).
 DOWNLOAD_DELAY = 0.2
-# Spread the delay to 0.5x-1.5x so the cadence does not look robotic.
-RANDOMIZE_DOWNLOAD_DELAY = True
+# Spread the delay to 0.5x-1.5x so the cadence does not look robotic. This is what
+# RANDOMIZE_DOWNLOAD_DELAY = True did; Scrapy 2.19 deprecates that name for this one.
+DOWNLOAD_DELAY_JITTER = 0.5
 # Seconds before a download is abandoned (outcome `error`). Raise for slow shops.
 DOWNLOAD_TIMEOUT = 30
 # AutoThrottle adapts each host's delay to its latency: a slow (struggling) shop gets slower
