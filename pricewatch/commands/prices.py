@@ -1,0 +1,151 @@
+"""``scrapy prices``: what the store holds, for an operator.
+
+- ``scrapy prices [--domain D]``: the latest offer of every SKU as an aligned table.
+- ``scrapy prices --history URL_OR_SKU``: the changes of one SKU, oldest first.
+- ``scrapy prices --csv [--domain D]``: the latest offers as CSV with a header on standard
+  output (``url, domain, sku, name, price, currency, regular_price, availability,
+  first_seen_at, checked_at, changed_at``), streamed in constant memory (``COPY TO STDOUT``
+  on PostgreSQL); prices are the decimal text exactly as stored.
+
+Reads ``PRICEWATCH_STORE_URL`` (settings or environment); ``--store URL`` overrides it.
+Exit codes: 0 done, 1 the store is unreachable, 3 ``--history`` found nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+from pricewatch.storage import Store, StoreUnavailable, store_from_settings
+from pricewatch.storage._values import canonical_decimal
+
+EXIT_UNAVAILABLE = 1
+EXIT_NOT_FOUND = 3
+
+LATEST_HEADER = (
+    "url",
+    "sku",
+    "price",
+    "currency",
+    "regular",
+    "availability",
+    "checked (UTC)",
+    "changed (UTC)",
+)
+HISTORY_HEADER = ("observed (UTC)", "price", "currency", "regular", "availability", "url")
+NUMERIC = {"price", "regular"}
+
+
+def _money(value: Decimal | None) -> str:
+    return "" if value is None else canonical_decimal(value)
+
+
+def _when(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns padded to their widest cell; amounts right-aligned."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [
+            c.rjust(w) if h in NUMERIC else c.ljust(w)
+            for c, w, h in zip(cells, widths, header, strict=True)
+        ]
+        return "  ".join(padded).rstrip()
+
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)]) + "\n"
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+    requires_crawler_process = False
+    default_settings = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return "[--domain D] [--history URL_OR_SKU] [--csv] [--store URL]"
+
+    def short_desc(self) -> str:
+        return "Show the latest price of every SKU, one SKU's history, or export them as CSV"
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument("--domain", metavar="D", help="only the SKUs of this host")
+        parser.add_argument(
+            "--history", metavar="URL_OR_SKU", help="the price changes of one SKU, oldest first"
+        )
+        parser.add_argument(
+            "--csv", action="store_true", help="the latest offers as CSV on standard output"
+        )
+        parser.add_argument(
+            "--store", metavar="URL", help="store URL (default: PRICEWATCH_STORE_URL)"
+        )
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if args:
+            raise UsageError("scrapy prices takes no positional arguments")
+        if opts.history and (opts.csv or opts.domain):
+            raise UsageError("--history cannot be combined with --csv or --domain")
+        assert self.settings is not None
+        try:
+            store = store_from_settings(self.settings, url=opts.store)
+            self.exitcode = asyncio.run(self._run(store, opts))
+        except (StoreUnavailable, ValueError) as exc:
+            print(f"prices: {exc}", file=sys.stderr)
+            self.exitcode = EXIT_UNAVAILABLE
+        except BrokenPipeError:  # `scrapy prices --csv | head`
+            sys.stderr.close()
+
+    async def _run(self, store: Store, opts: argparse.Namespace) -> int:
+        async with store:
+            if opts.history:
+                return await self._history(store, opts.history)
+            if opts.csv:
+                out = sys.stdout.buffer
+                await store.export_csv(out.write, domain=opts.domain)
+                out.flush()
+                return 0
+            rows = [
+                (
+                    r.url,
+                    r.sku or "",
+                    canonical_decimal(r.price),
+                    r.currency,
+                    _money(r.regular_price),
+                    r.availability or "",
+                    _when(r.checked_at),
+                    _when(r.changed_at),
+                )
+                async for r in store.latest(opts.domain)
+            ]
+        sys.stdout.write(format_table(LATEST_HEADER, rows))
+        print(f"{len(rows)} SKUs", file=sys.stderr)
+        return 0
+
+    @staticmethod
+    async def _history(store: Store, url_or_sku: str) -> int:
+        changes = await store.history(url_or_sku)
+        if not changes:
+            print(f"prices: no history for {url_or_sku!r}", file=sys.stderr)
+            return EXIT_NOT_FOUND
+        rows = [
+            (
+                _when(c.observed_at),
+                canonical_decimal(c.price),
+                c.currency,
+                _money(c.regular_price),
+                c.availability or "",
+                c.url,
+            )
+            for c in changes
+        ]
+        sys.stdout.write(format_table(HISTORY_HEADER, rows))
+        return 0
