@@ -1,0 +1,133 @@
+"""Redis restarted in the middle of a crawl: the spider backs off, resumes, loses nothing.
+
+The shared Redis is left alone: the test runs a private ``redis-server`` (append-only
+file on, as a production frontier must be configured) that it can stop for real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from pricewatch.frontier import DomainCounts
+from pricewatch.frontier.redis import RedisFrontier
+
+from .fixtures.sandbox import SandboxProcess, sandbox_args
+from .helpers import scrapy, scrapy_env
+
+
+class PrivateRedis:
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="pricewatch-redis-"))
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--dir",
+             str(self.dir), "--appendonly", "yes", "--appendfsync", "always", "--save", ""],
+            stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        client = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+            finally:
+                client.close()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def destroy(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+async def frontier_counts(url: str) -> list[DomainCounts]:
+    async with RedisFrontier(url) as frontier:
+        return await frontier.counts()
+
+
+@pytest.fixture
+def private_redis() -> Iterator[PrivateRedis]:
+    if shutil.which("redis-server") is None:
+        pytest.skip("needs redis-server to run a private Redis")
+    server = PrivateRedis()
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+@pytest.mark.timeout(180)
+def test_redis_restart_midway_loses_nothing(private_redis: PrivateRedis, tmp_path: Path) -> None:
+    shop = SandboxProcess(sandbox_args(port=0, seed=9, shops=3, products=20, latency="100-300"))
+    try:
+        urls = shop.urls()
+        env = scrapy_env(tmp_path, PRICEWATCH_FRONTIER_URL=private_redis.url)
+        (tmp_path / "seeds.txt").write_text("\n".join(urls) + "\n")
+        assert scrapy(tmp_path, "seed", "seeds.txt", env=env).returncode == 0
+        crawl = subprocess.Popen(
+            [sys.executable, "-m", "scrapy", "crawl", "products",
+             "-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False",
+             "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=1", "-s", "PRICEWATCH_FRONTIER_CLAIM_BATCH=3",
+             "-s", "PRICEWATCH_MAX_OUTSTANDING=6", "-s", "PRICEWATCH_BATCH_SIZE=5",
+             "-s", "PRICEWATCH_FLUSH_INTERVAL=0.2", "-s", "PRICEWATCH_FRONTIER_LEASE_TTL=4"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            served = shop.stats()["hosts"]
+            if sum(h["requests"] for h in served.values()) >= 10:
+                break
+            time.sleep(0.05)
+        private_redis.stop()
+        time.sleep(2)
+        private_redis.start()
+        _, err = crawl.communicate(timeout=120)
+        assert crawl.returncode == 0, err[-3000:]
+        assert "Frontier unavailable" in err or "Could not complete" in err
+        # Leases whose completion was lost expire; a second run picks them up.
+        time.sleep(4.5)
+        assert scrapy(tmp_path, "crawl", "products", env=env).returncode == 0
+        with closing(sqlite3.connect(tmp_path / "pricewatch.db")) as conn:
+            rows = [row[0] for row in conn.execute("SELECT url FROM products")]
+        assert sorted(rows) == sorted(urls)
+        stats: dict[str, Any] = json.loads((tmp_path / "stats.json").read_text())
+        assert stats["finish_reason"] == "finished"
+        # Every entry is back on the schedule: none in flight, none dead-lettered.
+        counts = asyncio.run(frontier_counts(private_redis.url))
+        assert sum(c.scheduled + c.due for c in counts) == len(urls)
+        assert sum(c.inflight + c.dead + c.retired for c in counts) == 0
+    finally:
+        shop.stop()
