@@ -15,7 +15,10 @@ import urllib.robotparser
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from decimal import Decimal
+from email.utils import parsedate_to_datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -498,3 +501,281 @@ def test_constructor_rejects_bad_options() -> None:
         Sandbox(products=0)
     with pytest.raises(ModeError, match="burst503.period"):
         Sandbox(modes=[{"mode": "burst503", "period": 0}])
+
+
+# --- fault and politeness modes -----------------------------------------------------------------
+
+
+async def _statuses(client: aiohttp.ClientSession, urls: list[str]) -> list[int]:
+    out = []
+    for url in urls:
+        async with client.get(url) as resp:
+            await resp.read()
+            out.append(resp.status)
+    return out
+
+
+async def test_ratelimit_answers_429_with_retry_after_above_the_rate() -> None:
+    async with running(shops=2, products=6) as (sb, client):
+        host = sb.shops[0]["host"]
+        base = sb.shops[0]["base_url"]
+        url = sb.urls(host=host)[0]
+        sb.control({"host": host, "mode": "ratelimit", "rate": 2, "retry_after": 3})
+        assert await _statuses(client, [url] * 5) == [200, 200, 429, 429, 429]
+        async with client.get(url) as resp:
+            assert resp.status == 429 and resp.headers["Retry-After"] == "3"
+        # robots.txt, the official API and the other shop are not limited.
+        sku = sb.truth()[url]["sku"]
+        other = sb.urls(host=sb.shops[1]["host"])[0]
+        exempt = [base + "/robots.txt", base + f"/api/products/{sku}", other, other, other]
+        assert await _statuses(client, exempt) == [200] * 5
+        await asyncio.sleep(1.05)  # the window slides: allowed again
+        assert await _statuses(client, [url]) == [200]
+        assert sb.stats()["hosts"][host]["status"]["429"] == 4
+
+
+async def test_ratelimit_storm_with_http_date_for_a_duration() -> None:
+    async with running(shops=1, products=6) as (sb, client):
+        url = sb.urls()[0]
+        sb.control({"mode": "ratelimit", "rate": 0, "retry_after": 5, "retry_after_format": "date",
+                    "duration": 0.4})  # fmt: skip
+        async with client.get(url) as resp:
+            assert resp.status == 429
+            when = parsedate_to_datetime(resp.headers["Retry-After"])
+        ahead = (when - datetime.now(UTC)).total_seconds()
+        assert 4 <= ahead <= 7
+        await asyncio.sleep(0.45)
+        assert await _statuses(client, [url]) == [200]
+        assert sb.control({})["modes"] == {sb.shops[0]["host"]: []}
+
+
+async def test_burst503_pattern_and_switching_modes_off() -> None:
+    async with running(shops=1, products=6) as (sb, client):
+        host, url = sb.shops[0]["host"], sb.urls()[0]
+        sb.control({"host": host, "mode": "burst503", "burst": 2, "period": 4, "retry_after": 1})
+        assert await _statuses(client, [url] * 8) == [503, 503, 200, 200] * 2
+        async with client.get(url) as resp:
+            assert resp.status == 503 and resp.headers["Retry-After"] == "1"
+        sb.control({"host": host, "mode": None})
+        assert await _statuses(client, [url] * 3) == [200] * 3
+
+
+async def test_challenge_serves_a_captcha_wall_with_200() -> None:
+    async with running(shops=2, products=12) as (sb, client):
+        host = sb.shops[0]["host"]
+        urls = sb.urls(host=host)
+        sb.control({"host": host, "mode": "challenge"})
+        async with client.get(urls[0]) as resp:
+            assert resp.status == 200
+            body = await resp.text()
+        tree = lxml_html.fromstring(body)
+        assert tree.findtext(".//title").startswith("Attention Required")
+        assert "verify you are human" in body.lower()
+        assert tree.xpath('//form[@id="challenge-form"]') and "captcha" in body
+        assert tree.xpath(LD_XPATH) == [] and "itemprop" not in body
+        async with client.get(sb.urls(host=sb.shops[1]["host"])[0]) as resp:
+            assert "verify you are human" not in (await resp.text()).lower()
+        # A fraction of the pages, or another status.
+        sb.control({"host": host, "mode": "challenge", "fraction": 0.5, "status": 403})
+        walls = 0
+        for url in urls * 2:
+            async with client.get(url) as resp:
+                text = await resp.text()
+                assert resp.status == (403 if "verify you are human" in text.lower() else 200)
+                walls += resp.status == 403
+        assert 0 < walls < len(urls) * 2
+
+
+async def test_drop_closes_the_connection_without_a_response() -> None:
+    async with running(shops=2, products=6) as (sb, client):
+        host = sb.shops[0]["host"]
+        sb.control({"host": host, "mode": "drop"})
+        with pytest.raises((aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)):
+            async with client.get(sb.urls(host=host)[0]) as resp:
+                await resp.read()
+        assert await _statuses(client, [sb.urls(host=sb.shops[1]["host"])[0]]) == [200]
+        stats = sb.stats()["hosts"][host]
+        # (aiohttp retries a GET once on a dropped connection: 1 or 2 requests)
+        assert stats["status"] == {"dropped": stats["requests"]} and stats["in_flight"] == 0
+        assert stats["requests"] >= 1
+
+
+async def test_slow_delays_only_its_host() -> None:
+    async with running(shops=2, products=6) as (sb, client):
+        host = sb.shops[0]["host"]
+        sb.control({"host": host, "mode": "slow", "delay": 0.4})
+        started = time.monotonic()
+        assert await _statuses(client, [sb.urls(host=host)[0]]) == [200]
+        assert time.monotonic() - started >= 0.4
+        started = time.monotonic()
+        assert await _statuses(client, [sb.urls(host=sb.shops[1]["host"])[0]]) == [200]
+        assert time.monotonic() - started < 0.3
+
+
+async def test_gone_answers_404_or_410_as_the_truth_says() -> None:
+    async with running(shops=1, products=40) as (sb, client):
+        sb.control({"mode": "gone", "fraction": 0.5})
+        truth = sb.truth()
+        expected = {u: r["gone"] or 200 for u, r in truth.items() if not r["disallowed"]}
+        actual = dict(zip(expected, await _statuses(client, list(expected)), strict=True))
+        assert actual == expected
+        assert set(actual.values()) == {200, 404, 410}
+        # The official API still answers for gone products.
+        gone_url = next(u for u, s in actual.items() if s != 200)
+        assert await _statuses(client, [truth[gone_url]["api_url"]]) == [200]
+        sb.control({"clear": "gone"})
+        assert all(r["gone"] is None for r in sb.truth().values())
+
+
+async def test_latency_is_added_to_shop_paths_not_control_paths() -> None:
+    async with running(shops=1, products=6, latency="150-200") as (sb, client):
+        base = sb.shops[0]["base_url"]
+        started = time.monotonic()
+        assert await _statuses(client, [base + "/robots.txt"]) == [200]
+        assert 0.15 <= time.monotonic() - started < 0.5
+        started = time.monotonic()
+        assert await _statuses(client, [base + "/_stats"]) == [200]
+        assert time.monotonic() - started < 0.1
+        sb.control({"latency": None})
+        started = time.monotonic()
+        assert await _statuses(client, [base + "/robots.txt"]) == [200]
+        assert time.monotonic() - started < 0.1
+
+
+def test_modes_from_cli_flags(sandbox_factory: Any) -> None:
+    sb = sandbox_factory(
+        shops=2, products=6, mode=["127.0.0.2=ratelimit:rate=0,retry_after=7", "slow:delay=0.2"]
+    )
+    first, second = sb.urls(host="127.0.0.2")[0], sb.urls(host="127.0.0.3")[0]
+    status, headers, _ = get(first)
+    assert (status, headers["Retry-After"]) == (429, "7")
+    started = time.monotonic()
+    assert get(second)[0] == 200
+    assert time.monotonic() - started >= 0.2
+    modes = json.loads(get(sb.base_url + "/_control")[2])["modes"]
+    assert [m["mode"] for m in modes["127.0.0.2"]] == ["slow", "ratelimit"]
+    assert [m["mode"] for m in modes["127.0.0.3"]] == ["slow"]
+    assert sb.host_stats("127.0.0.2")["status"] == {"429": 1}
+
+
+# --- JS-only shop -------------------------------------------------------------------------------
+
+
+def test_js_shop_pages_have_no_price_in_html(sandbox: SandboxProcess) -> None:
+    (shop,) = sandbox.js_shops
+    truth = sandbox.truth()
+    mine = {u: r for u, r in truth.items() if r["host"] == shop["host"]}
+    assert {r["markup"] for r in mine.values()} == {"js"} and all(r["js"] for r in mine.values())
+    loc = next(loc for loc in LOCALES if loc.currency == shop["currency"])
+    for url, rec in list(mine.items())[:5]:
+        status, _, body = get(url)
+        assert status == 200
+        tree = lxml_html.fromstring(body)
+        (app,) = tree.xpath('//div[@id="app"]')
+        assert app.get("data-sku") == rec["sku"]
+        assert tree.xpath('//span[@id="price"]')[0].text_content() == ""
+        assert loc.display(Decimal(rec["price"])) not in body
+        assert rec["price"] not in body
+        assert not _ld_products(tree) and "itemprop" not in body
+        scripts = tree.xpath("//script/@src")
+        assert "/static/js/app.js" in scripts and "/vendor/tagmanager/gtm.js" in scripts
+        status, _, offer = get(shop["base_url"] + f"/api/offer/{rec['sku']}")
+        data = json.loads(offer)
+        assert data["price"] == {"amount": rec["price"], "currency": rec["currency"]}
+        assert data["display"]["price"] == loc.display(Decimal(rec["price"]))
+
+
+def test_js_shop_cursor_pagination_lists_every_product(sandbox: SandboxProcess) -> None:
+    (shop,) = sandbox.js_shops
+    base = shop["base_url"]
+    seen: list[str] = []
+    cursor = ""
+    pages = 0
+    while True:
+        status, _, body = get(base + f"/api/list?cursor={cursor}")
+        assert status == 200
+        page = json.loads(body)
+        seen += [item["url"] for item in page["items"]]
+        pages += 1
+        if not page["next_cursor"]:
+            break
+        cursor = page["next_cursor"]
+    assert pages == 5  # 50 products, 12 per page
+    truth = sandbox.truth()
+    assert seen == [u for u, r in truth.items() if r["host"] == shop["host"]]
+    assert get(base + "/api/list?cursor=bogus!")[0] == 400
+    status, _, listing = get(base + "/products")
+    assert status == 200 and 'id="grid"' in listing and "/static/js/list.js" in listing
+
+
+def test_js_shop_resources_weigh_like_a_shop_and_are_counted(sandbox: SandboxProcess) -> None:
+    (shop,) = sandbox.js_shops
+    base = shop["base_url"]
+    sandbox.reset_stats()
+    sizes = {}
+    for path in (
+        "/static/css/shop.css",
+        "/static/js/app.js",
+        "/static/js/list.js",
+        "/static/fonts/shop.woff2",
+        "/static/img/x1-10001-0.png",
+        "/vendor/tagmanager/gtm.js",
+        "/vendor/collect?ev=page_view",
+    ):
+        with urllib.request.urlopen(base + path, timeout=10) as resp:
+            body = resp.read()
+            sizes[path] = len(body)
+            if path.endswith(".png"):
+                assert body.startswith(b"\x89PNG\r\n\x1a\n")
+    assert sizes["/static/img/x1-10001-0.png"] > 50_000
+    assert sizes["/static/fonts/shop.woff2"] > 20_000
+    assert sizes["/vendor/tagmanager/gtm.js"] > 20_000
+    assert sum(sizes.values()) > 120_000
+    paths = sandbox.host_stats(shop["host"])["paths"]
+    assert paths["/static/css/shop.css"] == 1 and paths["/vendor/collect"] == 1
+    assert sum(paths.values()) == 7
+
+
+CHROMIUM = Path("/usr/lib/chromium/chromium")
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium package")
+async def test_js_shop_in_a_browser_fills_prices_and_scrolls_the_listing() -> None:
+    from playwright.async_api import async_playwright
+
+    async with running(shops=0, js_shops=1, products=30, js_delay=0.3) as (sb, _):
+        (shop,) = sb.shops
+        url, rec = next((u, r) for u, r in sb.truth().items() if not r["disallowed"])
+        loc = next(loc for loc in LOCALES if loc.currency == shop["currency"])
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+            try:
+                page = await browser.new_page()
+                started = time.monotonic()
+                await page.goto(url, wait_until="domcontentloaded")
+                await page.wait_for_selector('#app[data-loaded="1"]', timeout=5000)
+                assert time.monotonic() - started >= 0.3
+                assert await page.text_content("#price") == loc.display(Decimal(rec["price"]))
+                await page.wait_for_selector('html[data-tracked="1"]', timeout=5000)
+                paths = sb.stats()["hosts"][shop["host"]]["paths"]
+                for path in (
+                    "/static/js/app.js",
+                    f"/api/offer/{rec['sku']}",
+                    "/static/css/shop.css",
+                    "/vendor/tagmanager/gtm.js",
+                    "/vendor/collect",
+                ):
+                    assert paths.get(path) == 1, (path, paths)
+                assert sum(p.startswith("/static/img/") for p in paths) >= 4
+
+                await page.goto(shop["base_url"] + "/products")
+                await page.wait_for_selector("#grid[data-count]", timeout=5000)
+                for _ in range(10):
+                    if await page.get_attribute("#grid", "data-complete"):
+                        break
+                    await page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+                    await page.wait_for_timeout(150)
+                assert await page.get_attribute("#grid", "data-count") == "30"
+                assert sb.stats()["hosts"][shop["host"]]["paths"]["/api/list"] == 3
+            finally:
+                await browser.close()

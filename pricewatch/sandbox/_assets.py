@@ -39,7 +39,8 @@ APP_JS = """\
 })();
 """
 
-# Infinite scroll: loads /api/list?cursor=... when the sentinel comes into view.
+# Infinite scroll: loads the first page of /api/list, then the next one (?cursor=...) each time
+# the sentinel at the end of the page comes into view.
 LIST_JS = """\
 (function () {
   var grid = document.getElementById("grid");
@@ -74,11 +75,15 @@ LIST_JS = """\
         grid.setAttribute("data-count", String(grid.children.length));
         if (done) { grid.setAttribute("data-complete", "1"); }
         loading = false;
+        // Observe afresh: if the sentinel is still in view, the next page loads too.
+        observer.unobserve(sentinel);
+        observer.observe(sentinel);
       });
   }
-  new IntersectionObserver(function (entries) {
+  var observer = new IntersectionObserver(function (entries) {
     if (entries.some(function (e) { return e.isIntersecting; })) { more(); }
-  }).observe(sentinel);
+  });
+  observer.observe(sentinel);
   more();
 })();
 """
@@ -123,7 +128,7 @@ def _css() -> str:
         "body { font-family: ShopSans, sans-serif; margin: 0; }\n"
         ".price--was { color: #888; } .price--current { font-weight: 700; font-size: 1.6em; }\n"
         ".grid { display: grid; grid-template-columns: repeat(4, 1fr); gap: 16px; }\n"
-        + "\n".join(rules)
+        ".card { min-height: 320px; }\n" + "\n".join(rules)
     )
 
 

@@ -448,8 +448,8 @@ def js_listing_page(shop: Shop) -> str:
         f"{_head_common(shop, 'All products')}"
         '<script src="/vendor/tagmanager/gtm.js" async></script>'
         f"</head><body>{_header(shop)}"
-        '<main class="listing"><h1>All products</h1><ul class="grid" id="grid"></ul>'
-        '<div id="sentinel" style="height:1px"></div></main>'
-        f'<div style="height:1200px"></div>{_footer(shop)}'
+        '<main class="listing"><h1>All products</h1><ul class="grid" id="grid"></ul></main>'
+        f"{_footer(shop)}"
+        '<div id="sentinel" style="height:1px"></div>'
         '<script src="/static/js/list.js" defer></script></body></html>'
     )
