@@ -31,6 +31,7 @@ __all__ = [
     "Lease",
     "SchedulePolicy",
     "frontier_from_settings",
+    "frontier_from_url",
     "policy_from_settings",
 ]
 
@@ -89,10 +90,11 @@ def policy_from_settings(settings: BaseSettings) -> SchedulePolicy:
     return policy
 
 
-def frontier_from_settings(settings: BaseSettings) -> Frontier:
-    """Build (not open) the frontier named by ``PRICEWATCH_FRONTIER_URL``."""
-    url = settings.get("PRICEWATCH_FRONTIER_URL") or "sqlite:///pricewatch.db"
-    policy = policy_from_settings(settings)
+def frontier_from_url(
+    url: str, policy: SchedulePolicy | None = None, settings: BaseSettings | None = None
+) -> Frontier:
+    """Build (not open) the frontier at ``url`` (``sqlite:///…`` or ``redis://…``)."""
+    policy = policy or SchedulePolicy()
     kind = scheme(url)
     if kind == "sqlite":
         from pricewatch.frontier.sqlite import SQLiteFrontier
@@ -105,3 +107,9 @@ def frontier_from_settings(settings: BaseSettings) -> Frontier:
     raise ValueError(
         f"PRICEWATCH_FRONTIER_URL must be sqlite:///… or redis://…, got {mask_password(url)!r}"
     )
+
+
+def frontier_from_settings(settings: BaseSettings) -> Frontier:
+    """Build (not open) the frontier named by ``PRICEWATCH_FRONTIER_URL``."""
+    url = settings.get("PRICEWATCH_FRONTIER_URL") or "sqlite:///pricewatch.db"
+    return frontier_from_url(url, policy_from_settings(settings), settings)
