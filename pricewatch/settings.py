@@ -67,6 +67,64 @@ RETRY_TIMES = 2
 # Let 404/410/403/429 reach the spider so it can record `gone`/`blocked` outcomes.
 HTTPERROR_ALLOWED_CODES = [403, 404, 410, 429]
 
+# --- Fetch: JavaScript storefronts (pricewatch/browser/) --------------------------------------
+# Only the domains that need one go through a headless browser (3-5x the latency and memory
+# of plain HTTP): those listed here, and those learned (a static fetch found no price, the
+# page showed client-side rendering, a browser retry found one), remembered in the frontier
+# backend. BrowserAddon sets PLAYWRIGHT_LAUNCH_OPTIONS (when unset: a system Chromium, else
+# Playwright's own) and PLAYWRIGHT_ABORT_REQUEST (when unset: the PRICEWATCH_BROWSER_BLOCK_*).
+ADDONS = {"pricewatch.browser.BrowserAddon": 0}
+# scrapy-playwright serves http/https; a request without `playwright` meta goes over plain
+# HTTP as before and never starts a browser.
+DOWNLOAD_HANDLERS = {
+    "http": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler",
+    "https": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler",
+}
+# Hosts always fetched through the browser (a domain covers its subdomains), e.g.
+# ["shop.example", "spa-store.example"]. Add a shop here when you know it renders prices in JS.
+PRICEWATCH_JS_DOMAINS: list[str] = []
+# Learn JS-only domains (one browser retry of a static miss showing client-side rendering).
+PRICEWATCH_BROWSER_LEARN = True
+# Browser retries of one domain finding no price, per crawl, before the crawl stops retrying
+# that domain in the browser (its pages simply have no price). Lower it to save browser time.
+PRICEWATCH_BROWSER_LEARN_TRIES = 3
+# Seconds between reloads of the learned domains (those other workers learned).
+PRICEWATCH_BROWSER_ROUTES_REFRESH = 60.0
+# Seconds a browser page may take, after it loaded, to produce a price (an XHR/fetch JSON
+# offer or a filled price node) before it ends as `no_price`. Raise for slow shops.
+PRICEWATCH_BROWSER_WAIT_TIMEOUT = 10.0
+# Per host, the CSS selector of the price node to wait for, e.g. {"shop.example": "#price"};
+# other hosts use pricewatch.browser.router.PRICE_SELECTOR. Set one when the default waits
+# for the wrong node (a recommendations carousel).
+PRICEWATCH_BROWSER_PRICE_SELECTORS: dict[str, str] = {}
+# Per host, regular expressions of the XHR/fetch URLs whose JSON carries the offer, e.g.
+# {"shop.example": [r"/api/offer/"]}; [] reads the DOM only. Other hosts: any product-like
+# JSON (an object with a price key, not a list of products).
+PRICEWATCH_BROWSER_XHR_PATTERNS: dict[str, list[str]] = {}
+# Pages per browser context before new pages go to a fresh context (the old one closes when
+# its last page does), so caches and leaks do not pile up. Lower it if memory still grows.
+PRICEWATCH_BROWSER_CONTEXT_PAGES = 100
+# When navigation counts as done before the wait for the price: "domcontentloaded" (fast;
+# the price wait follows), "load" or "networkidle" (slower, for pages that need them).
+PRICEWATCH_BROWSER_WAIT_UNTIL = "domcontentloaded"
+# Resource types the browser never downloads (Playwright names); [] downloads everything.
+PRICEWATCH_BROWSER_BLOCK_RESOURCES = ["image", "media", "font", "stylesheet"]
+# URLs (regular expressions) never downloaded: tag managers, analytics, beacons. The default
+# list is pricewatch.browser.blocking.BLOCK_URLS; add a shop's own trackers here.
+PRICEWATCH_BROWSER_BLOCK_URLS = [
+    r"googletagmanager\.com", r"google-analytics\.com", r"doubleclick\.net",
+    r"connect\.facebook\.net", r"hotjar\.com", r"segment\.(?:io|com)", r"clarity\.ms",
+    r"/gtm\.js", r"/tagmanager/", r"/(?:collect|beacon|pixel)(?:[/?]|$)",
+]
+# System Chromium binaries tried when PLAYWRIGHT_LAUNCH_OPTIONS is unset (Debian's package).
+PRICEWATCH_BROWSER_SYSTEM_CHROMIUM = ["/usr/lib/chromium/chromium"]
+# Browser contexts alive at once (2: one serving, one draining after recycling), and pages
+# open at once in each: the browser's memory ceiling. Raise pages for more browser pages/s.
+PLAYWRIGHT_MAX_CONTEXTS = 2
+PLAYWRIGHT_MAX_PAGES_PER_CONTEXT = 4
+# Milliseconds a browser navigation may take before it fails (outcome `error`).
+PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT = 30_000
+
 # --- Frontier ---------------------------------------------------------------------------------
 # Where the schedule lives: sqlite:///pricewatch.db (relative), sqlite:////abs/path.db, or
 # redis://host:6379/0 for many workers. Read from the environment variable of the same name.

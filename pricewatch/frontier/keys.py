@@ -63,6 +63,7 @@ class Keys:
         self.health = self.prefix + "health"
         self.domains = self.prefix + "domains"
         self.malformed = self.prefix + "malformed"
+        self.browser_domains = self.prefix + "browser_domains"  # SET, pricewatch/routing.py
         self.pattern = self.prefix + "*"
 
     def script_keys(self) -> list[str]:

@@ -29,6 +29,7 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 
 from pricewatch._http import parse_retry_after
+from pricewatch.browser import BrowserRouter
 from pricewatch.exceptions import Blocked, DomainDeferred
 from pricewatch.extract import extract_offer
 from pricewatch.frontier import Completion, FrontierUnavailable, Lease
@@ -125,16 +126,31 @@ class ProductSpider(Spider):
             await asyncio.sleep(min(due_in or self.poll_interval, self.poll_interval))
             await frontier.reap()
 
-    def request_for(self, lease: Lease) -> Request:
-        return Request(
+    def request_for(self, lease: Lease, *, browser: bool = False) -> Request:
+        request = Request(
             lease.url,
             callback=self.parse,
             errback=self.errback,
             meta={LEASE_META: lease},
             dont_filter=True,
         )
+        # JS-only domains (PRICEWATCH_JS_DOMAINS or learned) go through the browser;
+        # `browser=True` is the one browser retry of a static miss (pricewatch.browser).
+        return BrowserRouter.of(self.crawler).route(request, retry=browser)
 
-    async def parse(self, response: Response) -> AsyncIterator[OfferItem]:
+    async def parse(self, response: Response) -> AsyncIterator[OfferItem | Request]:
+        # A browser page is closed whatever happens below (pricewatch.browser).
+        browser = BrowserRouter.of(self.crawler)
+        await browser.refresh()  # routes learned by other workers, now and then
+        try:
+            async for result in self._parse(response, browser):
+                yield result
+        finally:
+            await browser.release(response.meta)
+
+    async def _parse(
+        self, response: Response, browser: BrowserRouter
+    ) -> AsyncIterator[OfferItem | Request]:
         lease: Lease = response.meta[LEASE_META]
         status = response.status
         if status in _GONE:
@@ -145,10 +161,17 @@ class ProductSpider(Spider):
             outcome = Outcome.BLOCKED if status in _BLOCKED else Outcome.ERROR
             await self._complete(lease, outcome, retry_after)
             return
-        offer = extract_offer(
-            response.body, response.url, domain_currency=self.domain_currency
-        )
+        if browser.handles(response):  # XHR JSON first, else the rendered DOM
+            offer = await browser.extract(response)
+        else:
+            offer = extract_offer(
+                response.body, response.url, domain_currency=self.domain_currency
+            )
         if offer is None or offer.price is None:
+            if browser.should_retry(response):
+                # Client-side rendering: one browser retry, same lease, completed by it.
+                yield self.request_for(lease, browser=True)
+                return
             await self._complete(lease, Outcome.NO_PRICE)
             return
         self.crawler.stats.inc_value(f"pricewatch/extract/source/{offer.source}")
@@ -165,6 +188,7 @@ class ProductSpider(Spider):
         lease: Lease | None = request.meta.get(LEASE_META)
         if lease is None:
             return
+        await BrowserRouter.of(self.crawler).release(request.meta, failed=True)
         exc = failure.value
         retry_after: float | None = None
         if isinstance(exc, Blocked):

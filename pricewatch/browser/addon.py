@@ -1,0 +1,83 @@
+"""``BrowserAddon``: wires scrapy-playwright in for the few domains that need a browser.
+
+Enabled by ``ADDONS = {"pricewatch.browser.BrowserAddon": 0}``. Before the crawl's
+settings freeze it:
+
+- sets ``PLAYWRIGHT_LAUNCH_OPTIONS`` when unset, to a system Chromium if there is one, else
+  Playwright's own download (see :mod:`pricewatch.browser.discovery`); when neither is
+  there, crawls that never need a browser still run, and a crawl with
+  ``PRICEWATCH_JS_DOMAINS`` fails at start with an error naming the three options;
+- sets ``PLAYWRIGHT_ABORT_REQUEST`` when unset, to a :class:`ResourceBlocker` built from
+  ``PRICEWATCH_BROWSER_BLOCK_RESOURCES`` and ``PRICEWATCH_BROWSER_BLOCK_URLS``;
+- registers :class:`~pricewatch.browser.router.BrowserRouter` as an extension.
+
+The download handlers themselves are in ``settings.py`` (``DOWNLOAD_HANDLERS``): requests
+without ``playwright`` meta go over plain HTTP and never start a browser.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pricewatch.browser.blocking import BLOCK_RESOURCES, BLOCK_URLS, ResourceBlocker
+from pricewatch.browser.discovery import SYSTEM_CHROMIUM, BrowserNotFound, launch_options
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+ROUTER = "pricewatch.browser.router.BrowserRouter"
+_REMOTE = ("PLAYWRIGHT_CDP_URL", "PLAYWRIGHT_CONNECT_URL")
+
+
+def _candidates(settings: BaseSettings) -> list[str]:
+    if "PRICEWATCH_BROWSER_SYSTEM_CHROMIUM" in settings:
+        return settings.getlist("PRICEWATCH_BROWSER_SYSTEM_CHROMIUM")
+    return list(SYSTEM_CHROMIUM)
+
+
+def browser_availability(settings: BaseSettings) -> str | None:
+    """None if a browser can be launched (or reached), else the reason it cannot."""
+    if any(settings.get(name) for name in _REMOTE):
+        return None
+    try:
+        launch_options(
+            settings.getdict("PLAYWRIGHT_LAUNCH_OPTIONS"),
+            _candidates(settings),
+            browser_type=settings.get("PLAYWRIGHT_BROWSER_TYPE") or "chromium",
+        )
+    except BrowserNotFound as exc:
+        return str(exc)
+    return None
+
+
+class BrowserAddon:
+    def update_settings(self, settings: BaseSettings) -> None:
+        if not settings.getdict("PLAYWRIGHT_LAUNCH_OPTIONS") and not any(
+            settings.get(name) for name in _REMOTE
+        ):
+            try:
+                options = launch_options(
+                    None,
+                    _candidates(settings),
+                    browser_type=settings.get("PLAYWRIGHT_BROWSER_TYPE") or "chromium",
+                )
+            except BrowserNotFound:
+                pass  # reported by BrowserRouter if a browser is ever needed
+            else:
+                settings.set("PLAYWRIGHT_LAUNCH_OPTIONS", options, priority="addon")
+        if not settings.get("PLAYWRIGHT_ABORT_REQUEST"):
+            types = (
+                settings.getlist("PRICEWATCH_BROWSER_BLOCK_RESOURCES")
+                if "PRICEWATCH_BROWSER_BLOCK_RESOURCES" in settings
+                else list(BLOCK_RESOURCES)
+            )
+            urls = (
+                settings.getlist("PRICEWATCH_BROWSER_BLOCK_URLS")
+                if "PRICEWATCH_BROWSER_BLOCK_URLS" in settings
+                else list(BLOCK_URLS)
+            )
+            if types or urls:
+                settings.set(
+                    "PLAYWRIGHT_ABORT_REQUEST", ResourceBlocker(types, urls), priority="addon"
+                )
+        settings.set_in_component_priority_dict("EXTENSIONS", ROUTER, 100)

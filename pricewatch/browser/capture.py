@@ -1,0 +1,107 @@
+"""XHR/fetch capture: the offer from the JSON a page loads, before the page renders it.
+
+One :class:`XhrCapture` per browser request, registered as the page's ``response`` event
+handler (``playwright_page_event_handlers``) before navigation, so no response is missed.
+Per-domain URL patterns (``PRICEWATCH_BROWSER_XHR_PATTERNS``) say which responses carry
+the offer; without patterns, any XHR/fetch JSON response that is product-like (see
+:func:`pricewatch.browser._signals.product_like`) is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pricewatch.browser._signals import product_like
+from pricewatch.extract import Offer, extract_offer_from_json
+
+logger = logging.getLogger(__name__)
+
+_XHR_TYPES = frozenset({"xhr", "fetch"})
+MAX_JSON_BYTES = 2 * 1024 * 1024
+
+
+class XhrCapture:
+    """Collects offers from a page's JSON responses. ``patterns`` None: product-like JSON
+    from any URL; a sequence: only URLs matching one of them (empty: capture nothing)."""
+
+    def __init__(
+        self,
+        url: str,
+        patterns: Sequence[re.Pattern[str]] | None = None,
+        domain_currency: Mapping[str, str] | None = None,
+    ) -> None:
+        self.url = url
+        self.patterns = patterns
+        self.domain_currency = domain_currency
+        self.offer: Offer | None = None
+        self.payloads = 0  # JSON responses read
+        self._found = asyncio.Event()
+        self._reading = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def enabled(self) -> bool:
+        return self.patterns is None or bool(self.patterns)
+
+    def wanted(self, url: str, resource_type: str, content_type: str) -> bool:
+        if resource_type not in _XHR_TYPES:
+            return False
+        if self.patterns is not None:
+            return any(p.search(url) for p in self.patterns)
+        return "json" in content_type.lower()
+
+    async def on_response(self, response: Any) -> None:
+        """The page's ``response`` event handler; never raises."""
+        if self.offer is not None or not self.enabled:
+            return
+        try:
+            request = response.request
+            headers = response.headers  # lower-cased names
+            if not self.wanted(
+                response.url, request.resource_type, headers.get("content-type", "")
+            ):
+                return
+            if response.status >= 400:
+                return
+            length = headers.get("content-length")
+            if length is not None and length.isdigit() and int(length) > MAX_JSON_BYTES:
+                return
+        except Exception:  # a page closed under us: nothing to read
+            return
+        self._reading += 1
+        self._idle.clear()
+        try:
+            body = await response.body()
+            data = json.loads(body)
+            self.payloads += 1
+            self._read(data)
+        except Exception as exc:  # closed page, bad JSON, anything: the DOM is the fallback
+            logger.debug("Ignoring a JSON response of %s: %r", self.url, exc)
+        finally:
+            self._reading -= 1
+            if not self._reading:
+                self._idle.set()
+
+    def _read(self, data: Any) -> None:
+        if self.patterns is None and not product_like(data):
+            return
+        offer = extract_offer_from_json(
+            data, self.url, domain_currency=self.domain_currency, source="xhr"
+        )
+        if offer is not None and offer.price is not None and self.offer is None:
+            self.offer = offer
+            self._found.set()
+
+    async def found(self) -> None:
+        """Returns once an offer was captured."""
+        await self._found.wait()
+
+    async def settled(self) -> None:
+        """Returns once no JSON response is being read (those already seen are done)."""
+        await self._idle.wait()

@@ -1,0 +1,402 @@
+"""Browser routing: which requests go through scrapy-playwright, and what comes back.
+
+:class:`BrowserRouter` is one per crawl (``BrowserRouter.of(crawler)``; the
+:class:`~pricewatch.browser.BrowserAddon` registers it as an extension so that it loads
+the learned routes when the spider opens). The ``products`` spider asks it to:
+
+- ``route(request)``: send a request for a JS-only domain (``PRICEWATCH_JS_DOMAINS``, or
+  learned) through the browser, with the Playwright meta built here;
+- ``should_retry(response)``: after a static fetch without a price, whether the page
+  shows client-side rendering and deserves one browser retry (same lease);
+- ``extract(response)``: the offer of a browser page: from the captured XHR/fetch JSON
+  first, else from the rendered DOM once a price node fills (explicit wait, bounded by
+  ``PRICEWATCH_BROWSER_WAIT_TIMEOUT``); a retry that finds a price teaches the domain;
+- ``release(meta)``: close the page (on success and on error) and recycle contexts.
+
+Settings:
+- ``PRICEWATCH_JS_DOMAINS`` ([]): hosts always fetched through the browser (a listed
+  domain also covers its subdomains).
+- ``PRICEWATCH_BROWSER_LEARN`` (True): learned routing on/off.
+- ``PRICEWATCH_BROWSER_LEARN_TRIES`` (3): browser retries of one domain, in one crawl,
+  that find no price before the crawl stops retrying that domain.
+- ``PRICEWATCH_BROWSER_ROUTES_REFRESH`` (60 s): how often learned routes are reloaded
+  from the frontier backend (routes learned by other workers).
+- ``PRICEWATCH_BROWSER_WAIT_TIMEOUT`` (10 s): wait for the XHR or the price node.
+- ``PRICEWATCH_BROWSER_PRICE_SELECTORS`` ({}): host -> CSS selector of the price node
+  (default :data:`PRICE_SELECTOR`).
+- ``PRICEWATCH_BROWSER_XHR_PATTERNS`` ({}): host -> regular expressions of the URLs whose
+  JSON carries the offer ([] = capture nothing, DOM only); other hosts: product-like JSON.
+- ``PRICEWATCH_BROWSER_CONTEXT_PAGES`` (100): pages per browser context before the next
+  pages go to a fresh context and the old one is closed once its pages are done.
+- ``PRICEWATCH_BROWSER_WAIT_UNTIL`` ("domcontentloaded"): the navigation's ``wait_until``.
+- ``PRICEWATCH_DOMAIN_CURRENCY`` ({}): host -> ISO code, for the extractors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections import Counter
+from collections.abc import MutableMapping
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+from scrapy.http import HtmlResponse, Response
+from scrapy.utils.httpobj import urlparse_cached
+
+from pricewatch.browser._signals import client_rendering_signs
+from pricewatch.browser.capture import XhrCapture
+from pricewatch.browser.discovery import BrowserNotFound
+from pricewatch.extract import Offer, extract_offer
+from pricewatch.routing import BrowserDomains, RoutingUnavailable, browser_domains_from_settings
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+# Request.meta keys of this component.
+BROWSER_META = "pricewatch_browser"  # "declared", "learned" or "retry": why it is a browser fetch
+CAPTURE_META = "pricewatch_browser_capture"
+RELEASED_META = "pricewatch_browser_released"
+
+PRICE_SELECTOR = (
+    "[itemprop=price], #price, .price, .product-price, .price--current, [data-price], "
+    "[data-testid*=price], script[type='application/ld+json']"
+)
+# True once a node matching the selector shows a digit (text or content attribute).
+_PRICE_SHOWN_JS = """(selector) => Array.from(document.querySelectorAll(selector)).some(
+  (e) => /\\d/.test(e.getAttribute("content") || e.textContent || ""))"""
+WAIT_UNTIL = ("commit", "domcontentloaded", "load", "networkidle")
+_ATTR = "_pricewatch_browser_router"
+CLOSE_TIMEOUT = 10.0
+
+
+def _host_matches(host: str, domains: frozenset[str] | set[str]) -> bool:
+    if host in domains:
+        return True
+    parts = host.split(".")
+    return any(".".join(parts[i:]) in domains for i in range(1, len(parts) - 1))
+
+
+class BrowserRouter:
+    def __init__(self, crawler: Crawler) -> None:
+        from pricewatch.browser.addon import browser_availability
+
+        self.crawler = crawler
+        settings = crawler.settings
+        self.declared = frozenset(
+            d.strip().lower() for d in settings.getlist("PRICEWATCH_JS_DOMAINS")
+        )
+        self.learn_enabled = settings.getbool("PRICEWATCH_BROWSER_LEARN", True)
+        self.learn_tries = settings.getint("PRICEWATCH_BROWSER_LEARN_TRIES", 3)
+        self.refresh_every = settings.getfloat("PRICEWATCH_BROWSER_ROUTES_REFRESH", 60.0)
+        self.wait_timeout = settings.getfloat("PRICEWATCH_BROWSER_WAIT_TIMEOUT", 10.0)
+        self.context_pages = settings.getint("PRICEWATCH_BROWSER_CONTEXT_PAGES", 100)
+        self.wait_until = settings.get("PRICEWATCH_BROWSER_WAIT_UNTIL") or "domcontentloaded"
+        self.selectors = {
+            h.lower(): str(s)
+            for h, s in settings.getdict("PRICEWATCH_BROWSER_PRICE_SELECTORS").items()
+        }
+        self.domain_currency = {
+            h.lower(): c.upper() for h, c in settings.getdict("PRICEWATCH_DOMAIN_CURRENCY").items()
+        }
+        self.xhr_patterns: dict[str, list[re.Pattern[str]]] = {}
+        for host, patterns in settings.getdict("PRICEWATCH_BROWSER_XHR_PATTERNS").items():
+            if isinstance(patterns, str):
+                patterns = [patterns]
+            try:
+                self.xhr_patterns[host.lower()] = [re.compile(p) for p in patterns]
+            except (re.error, TypeError) as exc:
+                raise ValueError(
+                    "PRICEWATCH_BROWSER_XHR_PATTERNS must map hosts to lists of regular "
+                    f"expressions, got {host!r}: {patterns!r} ({exc})"
+                ) from None
+        for name, value, low in (
+            ("PRICEWATCH_BROWSER_LEARN_TRIES", self.learn_tries, 1),
+            ("PRICEWATCH_BROWSER_CONTEXT_PAGES", self.context_pages, 1),
+        ):
+            if value < low:
+                raise ValueError(f"{name} must be >= {low}, got {value}")
+        for name, fvalue in (
+            ("PRICEWATCH_BROWSER_WAIT_TIMEOUT", self.wait_timeout),
+            ("PRICEWATCH_BROWSER_ROUTES_REFRESH", self.refresh_every),
+        ):
+            if fvalue <= 0:
+                raise ValueError(f"{name} must be > 0, got {fvalue}")
+        if self.wait_until not in WAIT_UNTIL:
+            raise ValueError(
+                f"PRICEWATCH_BROWSER_WAIT_UNTIL must be one of {WAIT_UNTIL}, "
+                f"got {self.wait_until!r}"
+            )
+        # None: a browser is there (or the operator configured one); else why not.
+        self.unavailable: str | None = browser_availability(settings)
+        if self.unavailable and self.declared:
+            raise BrowserNotFound(
+                f"PRICEWATCH_JS_DOMAINS lists {sorted(self.declared)} but: {self.unavailable}"
+            )
+        self.learned: set[str] = set()
+        self._store: BrowserDomains | None = None
+        self._loaded_at: float | None = None
+        self._refresh_lock: asyncio.Lock | None = None
+        self._misses: Counter[str] = Counter()
+        # Context recycling: pages handed to each context, and pages done with.
+        self._generation = 0
+        self._assigned: Counter[str] = Counter()
+        self._finished: Counter[str] = Counter()
+        self._contexts: dict[str, Any] = {}
+        crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
+
+    @classmethod
+    def of(cls, crawler: Crawler) -> BrowserRouter:
+        router: BrowserRouter | None = getattr(crawler, _ATTR, None)
+        if router is None:
+            router = cls(crawler)
+            setattr(crawler, _ATTR, router)
+        return router
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> BrowserRouter:
+        return cls.of(crawler)
+
+    # --- learned routes -------------------------------------------------------------------
+    async def _spider_opened(self) -> None:
+        await self.refresh(force=True)
+
+    async def _spider_closed(self) -> None:
+        store, self._store = self._store, None
+        if store is not None:
+            with suppress(Exception):
+                await asyncio.wait_for(store.close(), CLOSE_TIMEOUT)
+
+    def _routes(self) -> BrowserDomains:
+        if self._store is None:
+            self._store = browser_domains_from_settings(self.crawler.settings)
+        return self._store
+
+    async def refresh(self, *, force: bool = False) -> None:
+        """Reload the learned routes if they are older than the refresh period."""
+        if not self.learn_enabled:
+            return
+        now = time.monotonic()
+        if not force and self._loaded_at is not None and now - self._loaded_at < self.refresh_every:
+            return
+        if self._refresh_lock is None:
+            self._refresh_lock = asyncio.Lock()
+        async with self._refresh_lock:
+            if (
+                not force
+                and self._loaded_at is not None
+                and now - self._loaded_at < self.refresh_every
+            ):
+                return
+            self._loaded_at = time.monotonic()
+            try:
+                store = self._routes()
+                await store.open()
+                learned = await store.load()
+            except (RoutingUnavailable, OSError) as exc:
+                logger.warning("Could not load the learned browser routes: %s", exc)
+                return
+            new = learned - self.learned
+            self.learned |= learned
+            if new:
+                logger.info("Routing through the browser (learned): %s", ", ".join(sorted(new)))
+
+    async def learn(self, host: str) -> None:
+        """Remember ``host`` as JS-only, here and in the frontier backend."""
+        if host in self.learned or _host_matches(host, self.declared):
+            return
+        self.learned.add(host)
+        self._stats.inc_value("pricewatch/browser/learned")
+        logger.info(
+            "Learned that %s renders its prices in the browser: routing it through the "
+            "browser from now on",
+            host,
+        )
+        try:
+            store = self._routes()
+            await store.open()
+            await store.add(host)
+        except (RoutingUnavailable, OSError) as exc:
+            self._stats.inc_value("pricewatch/browser/learn_not_saved")
+            logger.warning("Could not save the learned route of %s: %s", host, exc)
+
+    # --- routing --------------------------------------------------------------------------
+    @property
+    def _stats(self) -> Any:
+        stats = self.crawler.stats
+        assert stats is not None
+        return stats
+
+    def needs_browser(self, host: str) -> str | None:
+        """ "declared", "learned" or None."""
+        if _host_matches(host, self.declared):
+            return "declared"
+        if host in self.learned:
+            return "learned"
+        return None
+
+    def route(self, request: Request, *, retry: bool = False) -> Request:
+        """``request``, through the browser if its host needs one (or ``retry``)."""
+        host = (urlparse_cached(request).hostname or "").lower()
+        reason = "retry" if retry else self.needs_browser(host)
+        if reason is None or request.meta.get("playwright") is False:
+            return request
+        if self.unavailable:
+            # Only learned routes get here (declared ones fail at start): fetch statically.
+            return request
+        request.meta.update(self.browser_meta(request.url, host, reason))
+        self._stats.inc_value("pricewatch/browser/routed")
+        self._stats.inc_value(f"pricewatch/browser/routed/{reason}")
+        return request
+
+    def browser_meta(self, url: str, host: str, reason: str) -> dict[str, Any]:
+        """The Request.meta of a browser fetch of ``url``."""
+        name = f"pricewatch-{self._generation}"
+        self._assigned[name] += 1
+        if self._assigned[name] >= self.context_pages:
+            self._generation += 1  # the next pages go to a fresh context
+        patterns = self.xhr_patterns.get(host)
+        capture = XhrCapture(url, patterns, self.domain_currency)
+        meta: dict[str, Any] = {
+            "playwright": True,
+            "playwright_include_page": True,  # closed by release(), success or error
+            "playwright_context": name,
+            "playwright_context_kwargs": {
+                "java_script_enabled": True,
+                "service_workers": "block",
+                "viewport": {"width": 1280, "height": 900},
+            },
+            "playwright_page_goto_kwargs": {"wait_until": self.wait_until},
+            BROWSER_META: reason,
+            CAPTURE_META: capture,
+        }
+        if capture.enabled:
+            meta["playwright_page_event_handlers"] = {"response": capture.on_response}
+        return meta
+
+    def handles(self, response: Response) -> bool:
+        """Is ``response`` a browser page of ours?"""
+        return bool(response.meta.get(BROWSER_META)) and bool(response.meta.get("playwright"))
+
+    def should_retry(self, response: Response) -> bool:
+        """A static fetch without a price: retry it through the browser once?"""
+        if not self.learn_enabled or self.unavailable or response.meta.get(BROWSER_META):
+            return False
+        if response.status != 200 or not isinstance(response, HtmlResponse):
+            return False
+        host = (urlparse_cached(response).hostname or "").lower()
+        if self._misses[host] >= self.learn_tries:
+            return False
+        signs = client_rendering_signs(response.body)
+        if not signs:
+            return False
+        logger.debug(
+            "%s shows client-side rendering (%s): retrying in the browser",
+            response.url,
+            ", ".join(signs),
+        )
+        return True
+
+    # --- browser pages --------------------------------------------------------------------
+    async def extract(self, response: Response) -> Offer | None:
+        """The offer of a browser page: captured JSON first, else the rendered DOM."""
+        meta = response.meta
+        host = (urlparse_cached(response).hostname or "").lower()
+        self._stats.inc_value("pricewatch/browser/pages")
+        capture: XhrCapture | None = meta.get(CAPTURE_META)
+        page = meta.get("playwright_page")
+        offer = await self._offer(response, page, capture, host)
+        if offer is not None and offer.price is not None:
+            kind = "xhr" if offer.source == "xhr" else "dom"
+            self._stats.inc_value(f"pricewatch/browser/offer/{kind}")
+            if meta.get(BROWSER_META) == "retry":
+                await self.learn(host)
+            return offer
+        self._stats.inc_value("pricewatch/browser/no_price")
+        if meta.get(BROWSER_META) == "retry":
+            self._misses[host] += 1
+            if self._misses[host] == self.learn_tries:
+                self._stats.inc_value("pricewatch/browser/learn_gave_up")
+                logger.info(
+                    "%s: %d browser retries found no price either; not retrying it in the "
+                    "browser for the rest of this crawl",
+                    host,
+                    self.learn_tries,
+                )
+        return offer
+
+    async def _offer(
+        self, response: Response, page: Any, capture: XhrCapture | None, host: str
+    ) -> Offer | None:
+        if capture is not None and capture.offer is not None:
+            return capture.offer
+        if page is None or page.is_closed():
+            return extract_offer(response.body, response.url, domain_currency=self.domain_currency)
+        selector = self.selectors.get(host, PRICE_SELECTOR)
+        waits: dict[str, asyncio.Future[Any]] = {
+            "dom": asyncio.ensure_future(
+                page.wait_for_function(
+                    _PRICE_SHOWN_JS, arg=selector, timeout=self.wait_timeout * 1000
+                )
+            )
+        }
+        if capture is not None and capture.enabled:
+            waits["xhr"] = asyncio.ensure_future(capture.found())
+        try:
+            done, _ = await asyncio.wait(
+                waits.values(), timeout=self.wait_timeout + 1, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for future in waits.values():
+                future.cancel()
+            await asyncio.gather(*waits.values(), return_exceptions=True)
+        if capture is not None:
+            # A JSON response being read when the DOM filled is awaited, not raced.
+            with suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(capture.settled(), self.wait_timeout)
+            if capture.offer is not None:
+                return capture.offer
+        dom = waits["dom"]
+        if dom not in done or dom.cancelled() or dom.exception() is not None:
+            self._stats.inc_value("pricewatch/browser/wait_timeout")
+            logger.info("%s: no price rendered within %.1fs", response.url, self.wait_timeout)
+        try:
+            body = await page.content()
+        except Exception as exc:  # the page crashed or closed
+            logger.debug("Could not read the rendered %s: %r", response.url, exc)
+            return None
+        return extract_offer(body, response.url, domain_currency=self.domain_currency)
+
+    async def release(self, meta: MutableMapping[str, Any], *, failed: bool = False) -> None:
+        """Close the page of a browser request (once), whatever its outcome (``failed``:
+        it ended in the errback), and close its context when it was retired and this was
+        its last page."""
+        if not meta.get(BROWSER_META) or meta.get(RELEASED_META):
+            return
+        meta[RELEASED_META] = True
+        if failed:
+            self._stats.inc_value("pricewatch/browser/failed")
+        name = meta.get("playwright_context", "")
+        page = meta.pop("playwright_page", None)
+        if page is not None:
+            with suppress(Exception):
+                self._contexts.setdefault(name, page.context)
+            if not page.is_closed():
+                with suppress(Exception):
+                    await page.close()
+            self._stats.inc_value("pricewatch/browser/pages_closed")
+        self._finished[name] += 1
+        retired = name != f"pricewatch-{self._generation}"
+        if retired and self._finished[name] >= self._assigned[name]:
+            context = self._contexts.pop(name, None)
+            del self._finished[name], self._assigned[name]
+            if context is not None:
+                with suppress(Exception):
+                    await context.close()
+                self._stats.inc_value("pricewatch/browser/contexts_recycled")
