@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -64,6 +66,11 @@ ADD_PIPELINE = 8  # add script calls per round trip
 COMPLETE_CHUNK = 1000
 REAP_LIMIT = 500  # expired leases returned per script call
 SCAN_LIMIT = 1000  # due domains a claim looks at
+# Reconnect attempts inside one call before it fails as FrontierConnectionLost (well under
+# a second or two, so the caller's own backoff takes over). Every script is safe to run
+# twice: add, complete and pause are idempotent, and a claim whose reply was lost only
+# leaves leases that expire and are reaped.
+RETRIES = 3
 
 
 def _script_source(name: str) -> str:
@@ -140,6 +147,7 @@ class RedisFrontier(Frontier):
                 socket_timeout=self.timeout,
                 socket_connect_timeout=self.timeout,
                 health_check_interval=30,
+                retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), RETRIES),
             )
         except ValueError as exc:
             raise FrontierUnavailable(

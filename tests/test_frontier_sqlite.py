@@ -1,0 +1,94 @@
+"""What only the SQLite frontier has: one file shared by processes, the file itself."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from pricewatch.frontier import Entry, FrontierUnavailable, SchedulePolicy
+from pricewatch.frontier.sqlite import SQLiteFrontier
+
+WORKER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from pricewatch.frontier import SchedulePolicy
+    from pricewatch.frontier.sqlite import SQLiteFrontier
+
+    async def main():
+        frontier = SQLiteFrontier(sys.argv[1], SchedulePolicy(domain_max_inflight=0))
+        await frontier.open()
+        got = []
+        while leases := await frontier.claim(5):
+            got += [lease.url for lease in leases]
+        await frontier.close()
+        print(json.dumps(got))
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_processes_sharing_a_file_never_claim_the_same_entry(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'frontier.db'}"
+    async with SQLiteFrontier(url) as frontier:
+        await frontier.add(Entry(f"https://s{i % 4}.test/p/{i}") for i in range(2000))
+    workers = [
+        await asyncio.create_subprocess_exec(
+            sys.executable, "-c", WORKER, url, stdout=subprocess.PIPE, cwd=Path.cwd()
+        )
+        for _ in range(3)
+    ]
+    outputs = [await worker.communicate() for worker in workers]
+    assert [worker.returncode for worker in workers] == [0, 0, 0]
+    claimed = [url for out, _ in outputs for url in json.loads(out)]
+    assert len(claimed) == 2000
+    assert len(set(claimed)) == 2000
+    assert sum(1 for out, _ in outputs if json.loads(out)) >= 2
+
+
+async def test_calls_never_run_on_the_event_loop_thread(tmp_path: Path) -> None:
+    frontier = SQLiteFrontier(f"sqlite:///{tmp_path / 'f.db'}", SchedulePolicy())
+    await frontier.open()
+    threads: list[str] = []
+    original = frontier._claim_sync
+
+    def spy(conn, n):  # type: ignore[no-untyped-def]
+        threads.append(threading.current_thread().name)
+        return original(conn, n)
+
+    frontier._claim_sync = spy  # type: ignore[method-assign]
+    try:
+        await frontier.add([Entry("https://a.test/1")])
+        assert len(await frontier.claim(1)) == 1
+    finally:
+        await frontier.close()
+    assert threads and threads[0] != threading.current_thread().name
+    assert threads[0].startswith("pw-frontier")
+
+
+async def test_an_unusable_file_names_the_url(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'missing' / 'f.db'}"
+    with pytest.raises(FrontierUnavailable, match=f"cannot open the SQLite frontier {url}"):
+        await SQLiteFrontier(url).open()
+
+
+async def test_the_file_shares_a_database_with_other_tables(tmp_path: Path) -> None:
+    # The default store and frontier URLs name the same file: the frontier's tables are
+    # prefixed and leave other tables alone.
+    import sqlite3
+
+    path = tmp_path / "pricewatch.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE products (url TEXT PRIMARY KEY)")
+    async with SQLiteFrontier(f"sqlite:///{path}") as frontier:
+        await frontier.add([Entry("https://a.test/1")])
+    with sqlite3.connect(path) as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert tables == {"products", "frontier_entries", "frontier_domains"}
