@@ -58,11 +58,14 @@ MIGRATION_LOCK = 0x7072696365776174
 
 # Errors after which the batch may be retried as is: the connection broke (class 08, a
 # closed socket), the server is shutting down or cancelled us (57), is out of resources
-# (53), a serialization failure or deadlock (40), or the statement timed out.
+# (53), a serialization failure or deadlock (40), or the statement timed out. asyncpg
+# raises InternalClientError when a connection the server killed is used before the
+# socket's closing has been seen ("cannot switch to state ...").
 RETRYABLE = (
     OSError,
     TimeoutError,
     asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
     asyncpg.exceptions.PostgresConnectionError,
     asyncpg.exceptions.OperatorInterventionError,
     asyncpg.exceptions.InsufficientResourcesError,
@@ -386,11 +389,15 @@ class PostgresStore(Store):
         try:
             async with pool.acquire(timeout=self.timeout) as conn:
                 try:
-                    async with conn.transaction():
-                        changed = await self._apply(conn, good)
-                except ROW_ERRORS:
-                    async with conn.transaction():
-                        changed = await self._isolate(conn, good, refused, known_bad=True)
+                    try:
+                        async with conn.transaction():
+                            changed = await self._apply(conn, good)
+                    except ROW_ERRORS:
+                        async with conn.transaction():
+                            changed = await self._isolate(conn, good, refused, known_bad=True)
+                except RETRYABLE:
+                    conn.terminate()  # never hand a half-broken connection back to the pool
+                    raise
         except RETRYABLE as exc:
             raise StoreConnectionLost(
                 f"write of {len(good)} observations to the store {self._masked()} failed, "
