@@ -160,8 +160,10 @@ def read_offer(offer: dict[str, Any], cand: Candidate) -> None:
         cand.alternatives.append(price)
     if regular is not None and cand.regular_price is None:
         cand.regular_price, cand.regular_price_text = regular, regular_text
-    if cand.availability is None:
-        cand.availability = normalise_availability(offer.get("availability"))
+    state = normalise_availability(offer.get("availability"))
+    if cand.availability is None or state == "InStock":
+        # A product is in stock when any of its offers is.
+        cand.availability = state or cand.availability
     if not cand.sku:
         cand.sku = _text(offer.get("sku"))
     if not cand.gtin:
@@ -257,11 +259,14 @@ def _product_or_group(node: dict[str, Any], url: str, source: str) -> Candidate:
             prices.append(cand.price)
         if chosen is None and _mentions_url(variant, cand, url):
             chosen = cand
+    matched = chosen is not None
     if chosen is None:
         if group.price is not None:
             chosen = group
         else:
             chosen = next((c for c in readings if c.price is not None), group)
+    if not matched and any(c.availability == "InStock" for c in readings):
+        chosen.availability = "InStock"  # some variant can be bought
     chosen.name = chosen.name or group.name
     chosen.currency_raw = chosen.currency_raw or group.currency_raw
     chosen.alternatives.extend(p for p in prices if p != chosen.price)

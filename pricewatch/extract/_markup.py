@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import lxml.etree
+
 from pricewatch.extract._candidate import (
     Candidate,
     clean_text,
@@ -19,12 +21,8 @@ from pricewatch.extract._candidate import (
     valid_gtin,
 )
 from pricewatch.extract._money import parse_machine
+from pricewatch.extract._tree import text_of
 
-_PRODUCT_SCOPES = (
-    "//*[@itemscope][contains(@itemtype,'roduct') or contains(@itemtype,'Vehicle')"
-    " or contains(@itemtype,'/Car') or contains(@itemtype,'/Book')]"
-)
-_OFFER_SCOPES = "//*[@itemscope][contains(@itemtype,'Offer')]"
 _GTIN_PROPS = ("gtin13", "gtin", "gtin12", "gtin14", "gtin8", "ean", "isbn", "upc")
 _REGULAR_MARKERS = ("strikethrough", "listprice", "regular", "was")
 
@@ -41,11 +39,8 @@ def prop_value(el: Any) -> str | None:
     if tag in ("img", "source"):
         return el.get("src")
     if tag == "time":
-        return el.get("datetime") or el.text_content()
-    try:
-        return el.text_content()
-    except ValueError:
-        return None
+        return el.get("datetime") or text_of(el)
+    return text_of(el)
 
 
 def _is_product_scope(el: Any) -> bool:
@@ -58,9 +53,7 @@ def _is_product_scope(el: Any) -> bool:
 def _scoped_props(scope: Any) -> list[Any]:
     """The itemprops of ``scope`` and its nested offers, not of nested products."""
     out = []
-    for el in scope.iterdescendants():
-        if not isinstance(el.tag, str) or el.get("itemprop") is None:
-            continue
+    for el in _SUB_PROPS(scope):
         parent = el.getparent()
         foreign = False
         while parent is not None and parent is not scope:
@@ -71,6 +64,9 @@ def _scoped_props(scope: Any) -> list[Any]:
         if not foreign:
             out.append(el)
     return out
+
+
+_SUB_PROPS = lxml.etree.XPath("descendant::*[@itemprop]")
 
 
 def _fill(cand: Candidate, props: list[Any]) -> None:
@@ -127,31 +123,31 @@ def _is_regular(el: Any) -> bool:
     return False
 
 
-def microdata_candidates(root: Any) -> list[Candidate]:
+def microdata_candidates(root: Any, scoped: list[Any]) -> list[Candidate]:
+    """Readings of the item scopes in ``scoped`` (elements with ``itemscope``, document
+    order); loose ``itemprop`` price properties when no scope is a product or an offer."""
     out: list[Candidate] = []
-    scopes = [
+    products = [
         el
-        for el in root.xpath(_PRODUCT_SCOPES)
-        if not any(_is_product_scope(a) for a in el.iterancestors())
+        for el in scoped
+        if _is_product_scope(el) and not any(_is_product_scope(a) for a in el.iterancestors())
     ]
-    for scope in scopes[:5]:
+    for scope in products[:5]:
         cand = Candidate(source="microdata")
         _fill(cand, _scoped_props(scope))
         if cand.useful():
             out.append(cand)
     if out:
         return out
-    for scope in root.xpath(_OFFER_SCOPES)[:3]:
+    offers = [el for el in scoped if "Offer" in (el.get("itemtype") or "")]
+    for scope in offers[:3]:
         cand = Candidate(source="microdata")
         _fill(cand, _scoped_props(scope))
         if cand.useful():
             out.append(cand)
-    if out:
+    if out or products or offers:
         return out
-    loose = root.xpath(
-        "//*[@itemprop='price' or @itemprop='priceCurrency' or @itemprop='availability'"
-        " or @itemprop='sku' or @itemprop='lowPrice']"
-    )
+    loose = _LOOSE(root)
     if loose:
         cand = Candidate(source="microdata")
         _fill(cand, loose[:20])
@@ -160,17 +156,26 @@ def microdata_candidates(root: Any) -> list[Candidate]:
     return out
 
 
+_LOOSE = lxml.etree.XPath(
+    "descendant::*[@itemprop='price' or @itemprop='priceCurrency' or @itemprop='availability'"
+    " or @itemprop='sku' or @itemprop='lowPrice']"
+)
+
+
 _RDFA_PROPS = {
     "price", "lowprice", "pricecurrency", "availability", "sku", "gtin13", "gtin", "name",
 }
 
 
-def rdfa_candidates(root: Any) -> list[Candidate]:
-    nodes = root.xpath(
-        "//*[@property][contains(@property,'rice') or contains(@property,'vailability')"
-        " or contains(@property,'sku')][not(starts-with(@property,'og:'))"
-        " and not(starts-with(@property,'product:'))]"
-    )
+def rdfa_candidates(with_property: list[Any]) -> list[Candidate]:
+    """RDFa-lite readings of the non-meta elements with a ``property`` attribute."""
+    nodes = []
+    for el in with_property:
+        prop = el.get("property") or ""
+        if prop.startswith(("og:", "product:")):
+            continue
+        if "rice" in prop or "vailability" in prop or "sku" in prop or "gtin" in prop:
+            nodes.append(el)
     if not nodes:
         return []
     cand = Candidate(source="microdata")
@@ -186,17 +191,16 @@ def rdfa_candidates(root: Any) -> list[Candidate]:
     return [cand] if cand.useful() else []
 
 
-def opengraph_candidate(root: Any) -> Candidate | None:
-    metas = root.xpath(
-        "//meta[starts-with(@property,'og:') or starts-with(@property,'product:')"
-        " or starts-with(@name,'og:') or starts-with(@name,'product:')]"
-    )
+def opengraph_candidate(metas: list[Any]) -> Candidate | None:
+    """The OpenGraph/product meta reading of the page's ``<meta>`` elements."""
     if not metas:
         return None
     cand = Candidate(source="opengraph")
     values: dict[str, str] = {}
     for meta in metas:
         key = (meta.get("property") or meta.get("name") or "").strip().lower()
+        if not key.startswith(("og:", "product:")):
+            continue
         content = meta.get("content")
         if content is not None and key not in values:
             values[key] = content

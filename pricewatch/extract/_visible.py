@@ -1,16 +1,132 @@
-"""Visible-price heuristics (placeholder: structured data only)."""
+"""Visible-price heuristics: what a shopper reads as the price, stock state and title.
+
+The scan starts at the product title (the first non-empty ``<h1>``) and widens one
+ancestor at a time, so every candidate carries its distance to the title (the number of
+levels climbed). It stops a few levels after the first good candidate, or after a bounded
+number of elements: nearness to the title is evidence, and far-away prices (other
+products, footers) are never even read. Pages without a title are scanned whole.
+
+Candidates are elements whose class/id/``data-*``/``itemprop`` names a price, and short
+texts with a currency sign. Each is scored on general evidence:
+
+- price-like names on the element and its close ancestors, "sale/current/final" names;
+- a currency sign or code in its own text, emphasis (``strong``/``b``/headings, "big",
+  "large" names), closeness to the title and to the buy button;
+- excluded: strike-through (``del``, ``s``, ``strike``, ``line-through``) and list-price
+  names or context ("was", "UVP", "statt", "au lieu de"...), which give the regular
+  price instead; "from", "per month", instalments, shipping, savings, unit prices; other
+  products (related/recommended/carousel/recently viewed containers), cart, navigation.
+
+The best amount must win clearly (``strong``), otherwise the caller abstains.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from pricewatch.extract._candidate import Candidate
+from pricewatch.extract._candidate import Candidate, clean_text
+from pricewatch.extract._money import normalise_text, parse_amount, resolve_currency
+from pricewatch.extract._stock import says_buy, stock_from_text
+from pricewatch.extract._tree import text_of
+
+# Elements read per page at most; the scan widens from the title until this is spent.
+SCAN_BUDGET = 6000
+# Levels above the title the scan may climb.
+MAX_LEVELS = 9
+# Levels the scan keeps climbing after the first good candidate (to see competitors).
+EXTRA_LEVELS = 2
+
+_CURRENCY_RE = re.compile(
+    r"[€$£¥₹₽₴₺₪₩฿₫₦₱]|\b(?:CHF|EUR|USD|GBP|PLN|SEK|NOK|DKK|RON|CZK|HUF|Kč|Ft|lei|Lei|kr|"
+    r"руб|грн|Rs|TL|zł|лв)(?:\b|\.|$)|zł|руб|грн|ر\.س|د\.إ|元|円"
+)
+_INTERESTING_NAME = re.compile(
+    r"price|preis|prix|prezzo|precio|preco|cena|amount|stock|availab|inventory|"
+    r"cart|basket|buy|kaufen",
+    re.I,
+)
+_NAME_PRICE = re.compile(r"price|preis|prix|prezzo|precio|preco|cena|amount", re.I)
+_NAME_STOCK = re.compile(r"stock|availab|inventory", re.I)
+_NAME_BUY = re.compile(
+    r"add-?to-?(?:cart|basket|bag)|add_to_(?:cart|basket)|buy-?now|buy-?button|btn-?buy|"
+    r"btn-?cart|buybox|addtocart|addtobasket|kaufen",
+    re.I,
+)
+_NAME_GOOD = re.compile(
+    r"sale|special|current|final|actual|now|our|selling|offer|main|primary|buybox|"
+    r"product-?price|price-?(?:value|amount|current|tag|display)|big|large|huge|"
+    r"\bxl\b|\blg\b|promo|deal|payable|reduced",
+    re.I,
+)
+_NAME_REGULAR = re.compile(
+    r"old|was|regular|list|strike|crossed|before|original|rrp|uvp|msrp|compare|"
+    r"retail|reference|former|previous|initial|stroke|through|normal|recommended",
+    re.I,
+)
+_NAME_REGULAR_STRONG = re.compile(
+    r"old|was|strike|crossed|before|rrp|uvp|msrp|compare|former|previous|through", re.I
+)
+_NAME_EXCLUDE = re.compile(
+    r"unit-?price|per-?unit|base-?price|basic-?price|grundpreis|installment|instalment|"
+    r"monthly|financ|credit|shipping|delivery|postage|versand|saving|you-?save|discount|"
+    r"percent|subtotal|total|minicart|mini-cart|wishlist|related|recommend|carousel|"
+    r"similar|upsell|up-sell|crosssell|cross-sell|also|recent|viewed|accessor|bundle|"
+    r"footer|\bnav|menu|sidebar|teaser|banner|newsletter|coupon|voucher|loyalty|points|"
+    r"bonus|rating|review|filter|facet|breadcrumb|sponsored|\bads?\b|tax",
+    re.I,
+)
+_CONTEXT_REGULAR = re.compile(
+    r"\b(?:was|list price|rrp|uvp|statt|vorher|before|regular|original|avant|"
+    r"prix conseillé|au lieu de|invece di|prezzo consigliato|antes|era|"
+    r"previously|typical price|msrp|retail|zamiast|było|prej)\b|原價|原价|定價|定价|"
+    r"参考価格|通常価格|市價|市价",
+    re.I,
+)
+_CONTEXT_EXCLUDE = re.compile(
+    r"per month|/\s?mo\b|/\s?month|a month|monthly|monat|par mois|al mese|al mes|"
+    r"installment|instalment|\braten?\b|finanz|\d\s?x\s?\d|\bx\s?\d|shipping|delivery|"
+    r"versand|livraison|spedizione|envío|envio|porto|\bsave\b|sparen|économ|risparmi|"
+    r"ahorra|economize|\boff\b|%|per kg|/\s?kg|/\s?l\b|/\s?100|per 100|je kg|pro kg|"
+    r"\bpro\b|\bje\b|/\s?st|grundpreis|unit price|prix unitaire|prezzo unitario|"
+    r"\bfrom\b|\bab\b|à partir|a partire|desde|\bod\b|\bvon\b|starting|"
+    r"gift card|bonus|points|cashback|coupon|\btax\b|\bvat\b|mwst|\btva\b|\biva\b|"
+    r"\bfree\b|gratis|kostenlos|省|每|起|/罐|/個|/件|送料|運費|运费",
+    re.I,
+)
+_STRIKE_TAGS = frozenset({"del", "s", "strike"})
+_EMPHASIS_TAGS = frozenset({"strong", "b", "h1", "h2", "h3", "h4", "em"})
+_SKIP_TAGS = frozenset(
+    {"script", "style", "noscript", "option", "select", "textarea", "title", "head", "svg",
+     "path", "template", "iframe"}
+)
+_SUP_CENTS = re.compile(r"^\d{2}$")
+_DIGIT = re.compile(r"\d")
+_NUMBER = re.compile(r"\d(?:[\d.,' \u00a0]*\d)?")
+_MAX_TEXT = 48
+_GOOD_SCORE = 6.0
+_FIRST_MIN = 4.0
+_FIRST_BONUS = 1.5
+
+
+@dataclass(slots=True)
+class _Cand:
+    amount: Decimal
+    text: str
+    currency: str | None
+    score: float
+    regular: bool
+    level: int
+    order: int
+    element: Any
 
 
 @dataclass(slots=True)
 class VisibleReading:
+    """What the visible page says."""
+
     price: Decimal | None = None
     price_text: str | None = None
     currency: str | None = None
@@ -21,6 +137,8 @@ class VisibleReading:
     strong: bool = False
     title: str | None = None
     amounts: set[Decimal] = field(default_factory=set)
+    score: float = 0.0
+    scanned: bool = False
 
     def as_candidate(self) -> Candidate | None:
         if self.price is None or not self.strong:
@@ -30,11 +148,330 @@ class VisibleReading:
             price=self.price,
             price_text=self.price_text,
             currency_raw=self.currency,
-            regular_price=self.regular,
+            regular_price=self.regular if self.regular and self.regular > self.price else None,
             regular_price_text=self.regular_text,
             availability=self.availability,
         )
 
 
+def _names(el: Any) -> str:
+    parts = [el.get("class"), el.get("id"), el.get("itemprop")]
+    for key in el.keys():
+        if key.startswith("data-") and len(key) < 40:
+            parts.append(key)
+    return " ".join(p for p in parts if p)
+
+
+def _own_text(el: Any) -> str | None:
+    """The element's text, cents in ``<sup>`` joined with a dot; None when too long."""
+    pieces = [el.text or ""]
+    size = len(pieces[0])
+    for child in el:
+        tag = child.tag if isinstance(child.tag, str) else ""
+        if tag in _SKIP_TAGS:
+            pieces.append(child.tail or "")
+            continue
+        inner = text_of(child)
+        if tag in ("sup", "small", "span") and _SUP_CENTS.match(inner.strip()):
+            so_far = "".join(pieces).rstrip()
+            if so_far and so_far[-1].isdigit():
+                pieces.append("." + inner.strip())
+                pieces.append(child.tail or "")
+                continue
+        pieces.append(inner)
+        pieces.append(child.tail or "")
+        size += len(inner) + len(child.tail or "")
+        if size > 4 * _MAX_TEXT:
+            return None
+    text = " ".join("".join(pieces).split())
+    if not text or len(text) > _MAX_TEXT:
+        return None
+    return text
+
+
+def _context_before(el: Any) -> str:
+    """Up to ~30 characters of text right before ``el`` in its parent."""
+    prev = el.getprevious()
+    if prev is not None:
+        text = (prev.tail or "")
+        if len(text.strip()) < 3:
+            text = text_of(prev)[-40:] + text
+    else:
+        parent = el.getparent()
+        text = (parent.text or "") if parent is not None else ""
+    return " ".join(text.split())[-30:]
+
+
+def _ancestry(el: Any, levels: int = 14) -> tuple[str, bool, bool, str]:
+    """(names of the 3 closest ancestors, struck through, hidden, names above them)."""
+    near = []
+    far = []
+    struck = False
+    hidden = False
+    for depth, anc in enumerate(el.iterancestors()):
+        if depth >= levels:
+            break
+        tag = anc.tag if isinstance(anc.tag, str) else ""
+        if tag in ("body", "html"):
+            break
+        if tag in _SKIP_TAGS or _is_hidden_element(anc):
+            hidden = True
+        if depth < 3 and (tag in _STRIKE_TAGS or "line-through" in (anc.get("style") or "")):
+            struck = True
+        names = (anc.get("class") or "") + " " + (anc.get("id") or "")
+        (near if depth < 3 else far).append(names)
+    return " ".join(near), struck, hidden, " ".join(far)
+
+
+def _score(el: Any, text: str, level: int, order: int) -> _Cand | None:
+    amount, currency_text = parse_amount(text)
+    if amount is None or _is_hidden_element(el):
+        return None
+    own_names = _names(el)
+    near, struck, hidden, far = _ancestry(el)
+    if hidden:
+        return None
+    tag = el.tag if isinstance(el.tag, str) else ""
+    style = el.get("style") or ""
+    regular = struck or tag in _STRIKE_TAGS or "line-through" in style
+    score = 0.0
+    if _NAME_PRICE.search(own_names):
+        score += 3
+    elif _NAME_PRICE.search(near):
+        score += 2
+    if _NAME_GOOD.search(own_names) or _NAME_GOOD.search(near):
+        score += 1.5
+    if _NAME_REGULAR.search(own_names):
+        score -= 2.5
+        if _NAME_REGULAR_STRONG.search(own_names):
+            regular = True
+    if _NAME_EXCLUDE.search(own_names) or _NAME_EXCLUDE.search(near):
+        return None
+    if _NAME_EXCLUDE.search(far):
+        score -= 4
+    context = _context_before(el)
+    if _CONTEXT_EXCLUDE.search(text) or _CONTEXT_EXCLUDE.search(context):
+        return None
+    if _CONTEXT_REGULAR.search(text) or _CONTEXT_REGULAR.search(context):
+        regular = True
+    letters = sum(1 for ch in text if ch.isalpha())
+    if letters > 12:
+        score -= 2  # a sentence with a number in it, not a price label
+    if len(_NUMBER.findall(text)) > 1:
+        score -= 3  # several amounts in one text: which one is the price is a guess
+    currency = currency_text or _currency_mark(text)
+    if currency:
+        score += 2
+    elif not _NAME_PRICE.search(own_names):
+        return None
+    parent = el.getparent()
+    if tag in _EMPHASIS_TAGS or (parent is not None and parent.tag in _EMPHASIS_TAGS):
+        score += 1
+    if "font-size" in style or "bold" in style:
+        score += 0.5
+    # Nearness to the title: the scan's level is how far it climbed from the <h1>.
+    score += max(0.0, 4.0 - level)
+    return _Cand(amount, text, currency, score, regular, level, order, el)
+
+
+def _currency_mark(text: str) -> str | None:
+    match = _CURRENCY_RE.search(text)
+    return match.group(0) if match else None
+
+
+@dataclass(slots=True)
+class _Scan:
+    priced: list[tuple[int, int, Any, str]] = field(default_factory=list)
+    stock: list[tuple[int, str]] = field(default_factory=list)
+    buy: bool = False
+    count: int = 0
+    order: int = 0
+
+
+def _scan_subtree(sub: Any, level: int, scan: _Scan) -> None:
+    for el in sub.iter():
+        tag = el.tag
+        if not isinstance(tag, str) or tag in _SKIP_TAGS:
+            continue
+        scan.count += 1
+        scan.order += 1
+        cls = el.get("class")
+        ident = el.get("id")
+        names = f"{cls} {ident}" if ident else cls
+        text = el.text
+        if names and _INTERESTING_NAME.search(names):
+            _classify(el, tag, names, level, scan)
+        elif tag == "button" or (tag == "input" and el.get("type") in ("submit", "button")):
+            _buy_label(el, tag, scan)
+        elif el.get("data-price") is not None or el.get("itemprop") == "price":
+            own = _own_text(el)
+            if own and _DIGIT.search(own):
+                scan.priced.append((level, scan.order, el, own))
+        elif text and len(text) < 60 and _CURRENCY_RE.search(text) and _DIGIT.search(text):
+            own = _own_text(el) or " ".join(text.split())
+            scan.priced.append((level, scan.order, el, own))
+        tail = el.tail
+        if tail and len(tail) < 40 and _CURRENCY_RE.search(tail) and _DIGIT.search(tail):
+            parent = el.getparent()
+            if parent is not None:
+                own = _own_text(parent)
+                if own and _DIGIT.search(own):
+                    scan.priced.append((level, scan.order, parent, own))
+
+
+def _classify(el: Any, tag: str, names: str, level: int, scan: _Scan) -> None:
+    if tag in ("button", "input", "a") or _NAME_BUY.search(names):
+        if _buy_label(el, tag, scan):
+            return
+    if _NAME_STOCK.search(names):
+        label = _short_text(el)
+        state = stock_from_text(label) if label else None
+        if state and not _hidden(el):
+            scan.stock.append((level, state))
+    if _NAME_PRICE.search(names) or el.get("data-price") is not None:
+        own = _own_text(el)
+        if own is None:
+            own = el.get("data-price") or el.get("content")
+        if own and _DIGIT.search(own):
+            scan.priced.append((level, scan.order, el, own))
+
+
+def _buy_label(el: Any, tag: str, scan: _Scan) -> bool:
+    if tag == "input":
+        label = el.get("value") or el.get("aria-label")
+    else:
+        label = _short_text(el, 80) or el.get("aria-label") or el.get("title")
+    if label and says_buy(label):
+        if el.get("disabled") is None and "disabled" not in (el.get("class") or ""):
+            scan.buy = True
+        return True
+    return False
+
+
+def _short_text(el: Any, limit: int = 120) -> str | None:
+    text = " ".join(text_of(el).split())
+    if not text or len(text) > limit:
+        return None
+    return text
+
+
+_TITLE_NAME = re.compile(r"title|name", re.I)
+
+
+def _is_hidden_element(el: Any) -> bool:
+    style = el.get("style")
+    if style and "none" in style:
+        compact = style.replace(" ", "").lower()
+        if "display:none" in compact or "visibility:hidden" in compact:
+            return True
+    return el.get("hidden") is not None
+
+
+def _hidden(el: Any) -> bool:
+    """``el`` or an ancestor is hidden by an inline style or the ``hidden`` attribute."""
+    if _is_hidden_element(el):
+        return True
+    return any(_is_hidden_element(anc) for anc in el.iterancestors())
+
+
+def _title(root: Any) -> Any:
+    """The product title: among the first few ``<h1>``, one named like a title, else the
+    one with the most letters (a badge such as "15% off" can be an ``<h1>`` too)."""
+    best = None
+    best_key = (False, 0)
+    for index, h1 in enumerate(root.iter("h1")):
+        if index >= 10:
+            break
+        letters = sum(1 for ch in text_of(h1) if ch.isalpha())
+        if letters < 3 or _hidden(h1):
+            continue
+        names = (h1.get("id") or "") + " " + (h1.get("itemprop") or "")
+        key = (bool(_TITLE_NAME.search(names)), min(letters, 200))
+        if best is None or key > best_key:
+            best, best_key = h1, key
+    return best
+
+
 def read_visible(root: Any, hints: tuple[str | None, ...]) -> VisibleReading:
-    return VisibleReading()
+    """Score the page's visible prices; see the module docstring."""
+    reading = VisibleReading(scanned=True)
+    scan = _Scan()
+    anchor = _title(root)
+    if anchor is None:
+        body = next(root.iter("body"), None)
+        _scan_subtree(body if body is not None else root, MAX_LEVELS, scan)
+    else:
+        reading.title = clean_text(text_of(anchor))
+        _scan_subtree(anchor, 0, scan)
+        previous, current, level = anchor, anchor.getparent(), 1
+        found_at: int | None = None
+        while current is not None and level <= MAX_LEVELS and scan.count < SCAN_BUDGET:
+            if current.tag in ("html",):
+                break
+            text = current.text
+            if text and _CURRENCY_RE.search(text) and _DIGIT.search(text):
+                own = _own_text(current)
+                if own:
+                    scan.priced.append((level, scan.order, current, own))
+            for child in current:
+                if child is not previous:
+                    _scan_subtree(child, level, scan)
+                    if scan.count >= SCAN_BUDGET:
+                        break
+            if found_at is None and _has_good(scan):
+                found_at = level
+            if found_at is not None and level >= found_at + EXTRA_LEVELS:
+                break
+            if current.tag == "body":
+                break
+            previous, current, level = current, current.getparent(), level + 1
+    cands = []
+    for level, order, el, text in scan.priced[:400]:
+        cand = _score(el, normalise_text(text), level, order)
+        if cand is not None:
+            cands.append(cand)
+    _choose(reading, cands, hints)
+    reading.buy_button = scan.buy
+    if scan.stock:
+        # The stock label closest to the title is the product's.
+        reading.availability = min(scan.stock, key=lambda item: item[0])[1]
+    return reading
+
+
+def _has_good(scan: _Scan) -> bool:
+    """Cheap test: a price-named element or a currency text was seen."""
+    return len(scan.priced) >= 1
+
+
+def _choose(reading: VisibleReading, cands: list[_Cand], hints: tuple[str | None, ...]) -> None:
+    by_amount: dict[Decimal, list[_Cand]] = {}
+    regulars: list[_Cand] = []
+    for cand in cands:
+        if cand.regular:
+            regulars.append(cand)
+            continue
+        by_amount.setdefault(cand.amount, []).append(cand)
+        reading.amounts.add(cand.amount)
+    if not by_amount:
+        return
+    # The first plausible price after the title is the product's more often than not.
+    plausible = [c for c in cands if not c.regular and c.score >= _FIRST_MIN]
+    first = min(plausible, key=lambda c: (c.level, c.order)) if plausible else None
+    ranked = []
+    for amount, group in by_amount.items():
+        best = max(group, key=lambda c: (c.score, -c.level, -c.order))
+        total = best.score + (_FIRST_BONUS if first is not None and first.amount == amount else 0)
+        ranked.append((total, -best.level, -best.order, amount, best))
+    ranked.sort(key=lambda item: item[:3], reverse=True)
+    total, _, _, amount, best = ranked[0]
+    runner_up = ranked[1][0] if len(ranked) > 1 else None
+    reading.price = amount
+    reading.price_text = best.text
+    reading.score = total
+    reading.currency = resolve_currency(best.currency, hints) if best.currency else None
+    margin = total - runner_up if runner_up is not None else total
+    reading.strong = total >= _GOOD_SCORE and margin >= 1.5
+    above = [c for c in regulars if c.amount > amount and c.level <= best.level + 1]
+    if above:
+        closest = min(above, key=lambda c: (c.level, abs(c.order - best.order)))
+        reading.regular, reading.regular_text = closest.amount, closest.text

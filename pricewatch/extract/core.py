@@ -10,13 +10,16 @@ one). Pure and total: never raises, never returns a non-positive or non-finite p
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
+import lxml.etree
+
 from pricewatch.extract._candidate import Candidate
-from pricewatch.extract._jsonld import jsonld_candidates, product_candidates
+from pricewatch.extract._jsonld import load_json, product_candidates
 from pricewatch.extract._markup import (
     microdata_candidates,
     opengraph_candidate,
@@ -67,6 +70,9 @@ def extract_offer(
         return None
 
 
+_ATTRIBUTE_SCAN = lxml.etree.XPath("descendant::*[@itemscope or @property]")
+
+
 def _extract(
     body: bytes | str,
     url: str,
@@ -83,17 +89,103 @@ def _extract(
 
     ruled = apply_rules(rules, root, host) if rules else None
 
+    # One pass over the few tags structured data lives in, one over two attributes.
+    scripts: list[str] = []
+    metas: list[Any] = []
+    for el in root.iter("script", "meta"):
+        if el.tag == "meta":
+            metas.append(el)
+        elif "ld+json" in (el.get("type") or "").lower() and el.text:
+            scripts.append(el.text)
+    scoped: list[Any] = []
+    with_property: list[Any] = []
+    for el in _ATTRIBUTE_SCAN(root):
+        if el.get("itemscope") is not None:
+            scoped.append(el)
+        if el.get("property") is not None and el.tag != "meta":
+            with_property.append(el)
+
     structured: list[Candidate] = []
-    for data in jsonld_candidates(root):
-        structured.extend(product_candidates(data, url, "jsonld"))
-    structured.extend(microdata_candidates(root))
-    structured.extend(rdfa_candidates(root))
-    og = opengraph_candidate(root)
+    for text in scripts:
+        data = load_json(text)
+        if data is not None:
+            structured.extend(product_candidates(data, url, "jsonld"))
+    structured.extend(microdata_candidates(root, scoped))
+    structured.extend(rdfa_candidates(with_property))
+    og = opengraph_candidate(metas)
     if og is not None:
         structured.append(og)
 
-    visible = read_visible(root, hints)
+    priced = [c for c in structured if c.price is not None]
+    if ruled is not None and ruled.price is not None:
+        visible = VisibleReading()
+    elif priced and _markup_price_shown(body, priced, scripts):
+        visible = VisibleReading()
+        visible.amounts = {c.price for c in priced if c.price is not None}
+    else:
+        visible = read_visible(root, hints)
     return decide(ruled, structured, visible, hints)
+
+
+_GROUP_SEPARATORS = (",", ".", " ", "\u00a0", "\u202f", "'", "&nbsp;", "&#160;")
+_NUMBER_CHARS = frozenset("0123456789.,")
+
+
+def _price_wholes(price: Decimal) -> tuple[list[str], str]:
+    """The ways the whole part of ``price`` is written (1299 -> 1299, 1,299, 1.299 ...)
+    and its two-digit fraction ("" for whole amounts)."""
+    if price == price.to_integral():
+        whole, frac = format(price.to_integral(), "f"), ""
+    else:
+        whole, _, frac = format(price.quantize(Decimal("0.01")), "f").partition(".")
+    groups = []
+    rest = whole
+    while len(rest) > 3:
+        groups.insert(0, rest[-3:])
+        rest = rest[:-3]
+    groups.insert(0, rest)
+    wholes = {whole}
+    if len(groups) > 1:
+        wholes.update(sep.join(groups) for sep in _GROUP_SEPARATORS)
+    return sorted(wholes), frac
+
+
+def _count_shown(text: str, price: Decimal) -> int:
+    """How often ``price`` is written as a standalone number in ``text``."""
+    wholes, frac = _price_wholes(price)
+    count = 0
+    for whole in wholes:
+        start = text.find(whole)
+        while start != -1:
+            end = start + len(whole)
+            if start == 0 or text[start - 1] not in _NUMBER_CHARS:
+                after = text[end : end + 3]
+                if frac:
+                    ok = after[:1] in (".", ",") and (
+                        after[1:3] == frac
+                        or (frac[1] == "0" and after[1:2] == frac[0] and not after[2:3].isdigit())
+                    )
+                else:
+                    ok = not after[:1].isdigit() and not (
+                        after[:1] in (".", ",") and after[1:2].isdigit() and after[1:3] != "00"
+                    )
+                if ok:
+                    count += 1
+            start = text.find(whole, end)
+    return count
+
+
+def _markup_price_shown(body: bytes | str, priced: list[Candidate], scripts: list[str]) -> bool:
+    """Whether the page holds the first markup price outside its JSON-LD and markup
+    attributes (a cheap check that spares the visible scan when they plainly agree)."""
+    price = priced[0].price
+    if price is None:
+        return False
+    text = body if isinstance(body, str) else body.decode("utf-8", "replace")
+    total = _count_shown(text, price)
+    in_ld = sum(_count_shown(script, price) for script in scripts)
+    in_attributes = sum(1 for c in priced if c.source != "jsonld" and c.price == price)
+    return total - in_ld - in_attributes > 0
 
 
 def _currency_hints(
@@ -173,7 +265,8 @@ def decide(
     if availability is None:
         availability = visible.availability
     if availability is None and chosen.price is not None:
-        availability = "InStock" if visible.buy_button else None
+        # A product page that shows a price and no stock warning sells the product.
+        availability = "InStock"
     currency = resolve_currency(chosen.currency_raw, hints)
     if currency is None and chosen.price is not None:
         currency = visible.currency or next((h for h in hints if h), None)
