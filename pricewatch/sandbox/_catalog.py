@@ -149,6 +149,13 @@ class Review:
     body: str
 
 
+@dataclass(frozen=True, slots=True)
+class Details:
+    description: list[str]
+    specs: list[tuple[str, str]]
+    reviews: list[Review]
+
+
 @dataclass(slots=True)
 class Product:
     shop: int  # index into the sandbox's shops
@@ -167,10 +174,17 @@ class Product:
     high_price: Decimal  # AggregateOffer highPrice
     offer_count: int  # AggregateOffer offerCount
     strike_tag: str  # "del" or "s" for the list price beside the price
-    description: list[str]
-    specs: list[tuple[str, str]]
-    reviews: list[Review]
+    text_key: str  # seeds the page text, generated on first render (keeps start-up fast)
+    model: str
     related: list[int] = field(default_factory=list)  # indexes of recommended products
+
+    def details(self) -> Details:
+        """Description, specifications and reviews: filler that makes pages weigh like a shop's.
+
+        Generated on each call (not kept: 10,000 products would hold ~100 MB of text);
+        pages are cached by the server instead.
+        """
+        return _details(self)
 
 
 @dataclass(slots=True)
@@ -235,6 +249,33 @@ def _paragraph(rng: random.Random) -> str:
     return " ".join(_sentence(rng, rng.randint(8, 16)) for _ in range(rng.randint(4, 7)))
 
 
+def _details(product: Product) -> Details:
+    prng = random.Random(product.text_key)
+    reviews = [
+        Review(
+            author=prng.choice(_REVIEWERS),
+            rating=prng.randint(2, 5),
+            title=_sentence(prng, prng.randint(3, 6)).rstrip("."),
+            body=_paragraph(prng),
+        )
+        for _ in range(prng.randint(3, 7))
+    ]
+    specs = [
+        ("Brand", product.brand),
+        ("Model", product.model),
+        ("Weight", f"{prng.randint(1, 90) / 10} kg"),
+        ("Dimensions", " x ".join(str(prng.randint(10, 80)) for _ in range(3)) + " cm"),
+        ("Colour", prng.choice(("Black", "White", "Graphite", "Navy", "Sand", "Red"))),
+        ("Warranty", f"{prng.choice((1, 2, 3, 5))} years"),
+        ("Power", f"{prng.randint(5, 2200)} W"),
+        ("Material", prng.choice(("Aluminium", "Steel", "ABS plastic", "Nylon", "Oak"))),
+        ("Country of origin", prng.choice(("Germany", "Japan", "Portugal", "Vietnam", "USA"))),
+        ("EAN", product.gtin13),
+    ]
+    description = [_paragraph(prng) for _ in range(prng.randint(3, 5))]
+    return Details(description=description, specs=specs, reviews=reviews)
+
+
 def host_for(host_base: str, index: int) -> str:
     return str(ipaddress.IPv4Address(host_base) + index)
 
@@ -279,29 +320,7 @@ def _build_shop(seed: int, index: int, count: int, *, js: bool, host: str) -> Sh
         price = random_price(prng, locale)
         regular = list_price_above(prng, locale, price) if has_list else None
         high = list_price_above(prng, locale, regular or price)
-        reviews = [
-            Review(
-                author=prng.choice(_REVIEWERS),
-                rating=prng.randint(2, 5),
-                title=_sentence(prng, prng.randint(3, 6)).rstrip("."),
-                body=_paragraph(prng),
-            )
-            for _ in range(prng.randint(3, 7))
-        ]
-        specs = [
-            ("Brand", brand),
-            ("Model", model),
-            ("Weight", f"{prng.randint(1, 90) / 10} kg"),
-            ("Dimensions", " x ".join(str(prng.randint(10, 80)) for _ in range(3)) + " cm"),
-            ("Colour", prng.choice(("Black", "White", "Graphite", "Navy", "Sand", "Red"))),
-            ("Warranty", f"{prng.choice((1, 2, 3, 5))} years"),
-            ("Power", f"{prng.randint(5, 2200)} W"),
-            ("Material", prng.choice(("Aluminium", "Steel", "ABS plastic", "Nylon", "Oak"))),
-            ("Country of origin", prng.choice(("Germany", "Japan", "Portugal", "Vietnam", "USA"))),
-            ("EAN", ""),
-        ]
         gtin = _gtin13(prng)
-        specs[-1] = ("EAN", gtin)
         items.append(
             Product(
                 shop=index,
@@ -320,15 +339,14 @@ def _build_shop(seed: int, index: int, count: int, *, js: bool, host: str) -> Sh
                 high_price=high,
                 offer_count=prng.randint(2, 6),
                 strike_tag=prng.choice(("del", "s")),
-                description=[_paragraph(prng) for _ in range(prng.randint(3, 5))],
-                specs=specs,
-                reviews=reviews,
+                text_key=f"pricewatch-sandbox:{seed}:shop:{index}:text:{i}",
+                model=model,
             )
         )
     for p in items:
         prng = random.Random(f"pricewatch-sandbox:{seed}:shop:{index}:related:{p.index}")
-        others = [i for i in range(count) if i != p.index]
-        p.related = prng.sample(others, min(10, len(others)))
+        picks = prng.sample(range(count - 1), min(10, count - 1))
+        p.related = [j if j < p.index else j + 1 for j in picks]  # never the product itself
     shop = Shop(index=index, name=name, code=code, host=host, locale=locale, js=js, products=items)
     shop.index_products()
     return shop

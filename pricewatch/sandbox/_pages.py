@@ -15,6 +15,7 @@ from typing import Any
 from pricewatch.sandbox._catalog import (
     IN_STOCK,
     JS_MARKUP,
+    Details,
     Product,
     Shop,
 )
@@ -175,7 +176,8 @@ def _offer_ld(shop: Shop, product: Product, url: str) -> dict[str, Any]:
 
 
 def _product_ld(shop: Shop, product: Product, url: str, offers: dict[str, Any]) -> dict[str, Any]:
-    ratings = [r.rating for r in product.reviews]
+    details = product.details()
+    ratings = [r.rating for r in details.reviews]
     return {
         "@type": "Product",
         "@id": url + "#product",
@@ -183,7 +185,7 @@ def _product_ld(shop: Shop, product: Product, url: str, offers: dict[str, Any]) 
         "sku": product.sku,
         "gtin13": product.gtin13,
         "image": [shop.url(f"/static/img/{product.sku.lower()}-{i}.png") for i in range(3)],
-        "description": product.description[0][:300],
+        "description": details.description[0][:300],
         "brand": {"@type": "Brand", "name": product.brand},
         "category": product.category,
         "aggregateRating": {
@@ -274,14 +276,14 @@ def _markup_head(shop: Shop, product: Product) -> str:
     return '<meta property="og:type" content="website">' + og
 
 
-def _reviews(product: Product) -> str:
+def _reviews(details: Details) -> str:
     items = "".join(
         f'<li class="review"><span class="review__stars">{"★" * r.rating}{"☆" * (5 - r.rating)}'
         f'</span><h4>{escape(r.title)}</h4><p class="review__author">by {escape(r.author)}</p>'
         f"<p>{escape(r.body)}</p></li>"
-        for r in product.reviews
+        for r in details.reviews
     )
-    heading = f"<h2>Reviews ({len(product.reviews)})</h2>"
+    heading = f"<h2>Reviews ({len(details.reviews)})</h2>"
     return f'<section class="reviews">{heading}<ul>{items}</ul></section>'
 
 
@@ -309,8 +311,9 @@ def product_page(shop: Shop, product: Product) -> str:
         f'alt="{escape(product.name)} view {i + 1}" width="600" height="600">'
         for i in range(3)
     )
-    specs = "".join(f"<tr><th>{k}</th><td>{escape(v)}</td></tr>" for k, v in product.specs)
-    description = "".join(f"<p>{escape(p)}</p>" for p in product.description)
+    details = product.details()
+    specs = "".join(f"<tr><th>{k}</th><td>{escape(v)}</td></tr>" for k, v in details.specs)
+    description = "".join(f"<p>{escape(p)}</p>" for p in details.description)
     cart_disabled = "" if product.availability == IN_STOCK else " disabled"
     body = (
         f"{_header(shop)}"
@@ -327,7 +330,7 @@ def product_page(shop: Shop, product: Product) -> str:
         f'<button type="submit"{cart_disabled}>Add to cart</button></form></div>'
         f'<section class="description"><h2>Description</h2>{description}</section>'
         f'<section class="specs"><h2>Specifications</h2><table>{specs}</table></section>'
-        f"{_reviews(product)}</main>"
+        f"{_reviews(details)}</main>"
         '<section class="recommendations"><h2>Customers also bought</h2>'
         f'<ul class="carousel">{"".join(_card(shop, r) for r in related)}</ul></section>'
         f"{_footer(shop)}"
@@ -420,7 +423,7 @@ def js_product_page(shop: Shop, product: Product, delay_ms: int = 300) -> str:
         f'<img src="/static/img/{product.sku.lower()}-{i}.png" alt="" width="600" height="600">'
         for i in range(4)
     )
-    description = "".join(f"<p>{escape(p)}</p>" for p in product.description)
+    description = "".join(f"<p>{escape(p)}</p>" for p in product.details().description)
     return (
         f'<!DOCTYPE html><html lang="{shop.locale.lang}"><head>'
         f"{_head_common(shop, product.name)}"

@@ -14,6 +14,7 @@ import binascii
 import logging
 import random
 import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from decimal import Decimal
 from typing import Any
@@ -40,6 +41,7 @@ from pricewatch.sandbox._stats import Stats
 logger = logging.getLogger(__name__)
 
 SHOP_INDEX = web.AppKey("shop_index", int)
+PAGE_CACHE_SIZE = 2048  # rendered pages kept (~50 MB); a miss costs ~1 ms
 LIST_PAGE_SIZE = 12  # items per /api/list page (JS shop infinite scroll)
 _EXEMPT_PREFIXES = ("/robots.txt", "/api/products/")  # modes never apply here
 
@@ -111,7 +113,8 @@ class Sandbox:
         hosts = [s.host for s in self._shops]
         self._stats = Stats(hosts)
         self._modes = Modes(seed, hosts)
-        self._cache: dict[tuple[int, str], bytes] = {}
+        # Rendered pages, least recently used dropped first (~25 KB each).
+        self._cache: OrderedDict[tuple[int, str], bytes] = OrderedDict()
         self._reprices = 0
         self._runners: list[web.AppRunner] = []
         self._initial_modes = list(modes)
@@ -419,6 +422,10 @@ class Sandbox:
                 raise web.HTTPNotFound()
             body = text.encode()
             self._cache[(shop.index, key)] = body
+            if len(self._cache) > PAGE_CACHE_SIZE:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end((shop.index, key))
         return web.Response(body=body, content_type="text/html", charset="utf-8")
 
     async def _h_home(self, request: web.Request) -> web.Response:
