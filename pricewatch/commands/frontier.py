@@ -1,0 +1,149 @@
+"""``scrapy frontier``: what the schedule holds, and an operator's repairs. Both backends.
+
+- ``scrapy frontier [--domain D] [--json]``: per domain, the entries due now, scheduled
+  later, in flight, retired and dead, with totals and the wait until the next one is due.
+- ``scrapy frontier --show URL``: one entry as stored (state, due time, counters).
+- ``scrapy frontier --requeue DOMAIN``: retired and dead entries of DOMAIN back on the
+  schedule, due now (e.g. after a shop fixed its site).
+- ``scrapy frontier --purge DOMAIN``: delete every entry of DOMAIN (the shop left the
+  catalogue).
+- ``scrapy frontier --reap``: return expired leases to the schedule now (claims do it too).
+
+Reads ``PRICEWATCH_FRONTIER_URL`` (settings or environment); ``--frontier URL`` overrides it.
+Exit codes: 0 done, 1 the frontier is unreachable, 3 ``--show`` found nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+from pricewatch.frontier import (
+    DomainCounts,
+    Frontier,
+    FrontierUnavailable,
+    frontier_from_settings,
+)
+
+EXIT_UNAVAILABLE = 1
+EXIT_NOT_FOUND = 3
+COLUMNS = ("domain", "due", "scheduled", "inflight", "retired", "dead")
+
+
+def counts_table(rows: Sequence[DomainCounts]) -> str:
+    cells = [[c.domain, *(f"{getattr(c, n):,}" for n in COLUMNS[1:])] for c in rows]
+    total = [sum(getattr(c, n) for c in rows) for n in COLUMNS[1:]]
+    cells.append(["(total)", *(f"{v:,}" for v in total)])
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(COLUMNS)]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))
+        )
+
+    body = [line(COLUMNS), line(["-" * w for w in widths]), *map(line, cells)]
+    return "\n".join(body) + "\n"
+
+
+def _when(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+    requires_crawler_process = False
+    default_settings = {"LOG_ENABLED": False}
+
+    def syntax(self) -> str:
+        return "[--domain D] [--json] [--show URL] [--requeue D] [--purge D] [--reap]"
+
+    def short_desc(self) -> str:
+        return "Show the frontier's counts per domain; requeue or purge a domain"
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument(
+            "--frontier", metavar="URL", help="frontier URL (default: PRICEWATCH_FRONTIER_URL)"
+        )
+        parser.add_argument("--domain", metavar="D", help="only this domain's counts")
+        parser.add_argument("--json", action="store_true", help="counts as JSON lines")
+        parser.add_argument("--show", metavar="URL", help="show one entry")
+        parser.add_argument(
+            "--requeue", metavar="D", help="put D's retired and dead entries back, due now"
+        )
+        parser.add_argument("--purge", metavar="D", help="delete every entry of D")
+        parser.add_argument("--reap", action="store_true", help="return expired leases now")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if args:
+            raise UsageError(f"unexpected arguments: {' '.join(args)}")
+        actions = [bool(opts.show), bool(opts.requeue), bool(opts.purge), bool(opts.reap)]
+        if sum(actions) > 1:
+            raise UsageError("give at most one of --show, --requeue, --purge, --reap")
+        assert self.settings is not None
+        if opts.frontier:
+            self.settings.set("PRICEWATCH_FRONTIER_URL", opts.frontier, priority="cmdline")
+        try:
+            frontier = frontier_from_settings(self.settings)
+            self.exitcode = asyncio.run(self._run(frontier, opts))
+        except (FrontierUnavailable, ValueError) as exc:
+            print(f"frontier: {exc}", file=sys.stderr)
+            self.exitcode = EXIT_UNAVAILABLE
+
+    async def _run(self, frontier: Frontier, opts: argparse.Namespace) -> int:
+        async with frontier:
+            if opts.show:
+                return await self._show(frontier, opts.show)
+            if opts.requeue:
+                moved = await frontier.requeue_domain(opts.requeue)
+                print(f"frontier: {moved:,} entries of {opts.requeue} requeued, due now")
+                return 0
+            if opts.purge:
+                deleted = await frontier.purge_domain(opts.purge)
+                print(f"frontier: {deleted:,} entries of {opts.purge} deleted")
+                return 0
+            if opts.reap:
+                reaped = await frontier.reap()
+                print(f"frontier: {reaped:,} expired leases returned to the schedule")
+                return 0
+            return await self._counts(frontier, opts)
+
+    async def _counts(self, frontier: Frontier, opts: argparse.Namespace) -> int:
+        rows = await frontier.counts()
+        if opts.domain:
+            rows = [row for row in rows if row.domain == opts.domain]
+        if opts.json:
+            for row in rows:
+                print(json.dumps(asdict(row)))
+            return 0
+        sys.stdout.write(counts_table(rows))
+        wait = await frontier.next_due_in()
+        if wait is None:
+            print("nothing scheduled")
+        elif wait == 0:
+            print("next due: now")
+        else:
+            print(f"next due: in {wait:,.0f}s")
+        malformed = getattr(frontier, "malformed_count", None)
+        if malformed is not None and (bad := await malformed()):
+            print(f"malformed records set aside: {bad:,}")
+        return 0
+
+    async def _show(self, frontier: Frontier, url: str) -> int:
+        info = await frontier.entry(url)
+        if info is None:
+            print(f"frontier: no entry for {url}", file=sys.stderr)
+            return EXIT_NOT_FOUND
+        for key, value in asdict(info).items():
+            if key in ("due_at", "seen_at") and value:
+                value = f"{_when(value)} UTC"
+            print(f"{key:>10}: {value}")
+        return 0

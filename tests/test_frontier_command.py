@@ -1,0 +1,80 @@
+"""``scrapy frontier``, run as a subprocess on each backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from pricewatch.frontier import Completion, Entry
+from pricewatch.outcomes import Outcome
+from tests.fixtures.redis import MakeFrontier
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def scrapy(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SCRAPY_SETTINGS_MODULE": "pricewatch.settings"}
+    env.pop("PRICEWATCH_FRONTIER_URL", None)
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", "frontier", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+async def test_counts_show_requeue_and_purge(
+    frontier_url: str, make_frontier: MakeFrontier
+) -> None:
+    frontier = await make_frontier(gone_limit=1)
+    await frontier.add([Entry(f"https://a.test/p/{i}", sku=f"A{i}") for i in range(4)])
+    await frontier.add([Entry(f"https://b.test/p/{i}") for i in range(2)])
+    leases = await frontier.claim(3)
+    gone = next(lease for lease in leases if lease.domain == "a.test")
+    await frontier.complete([Completion(gone, Outcome.GONE)])
+
+    shown = scrapy("--frontier", frontier_url)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].split() == ["domain", "due", "scheduled", "inflight", "retired", "dead"]
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:5]}
+    assert rows == {
+        "a.test": ["2", "0", "1", "1", "0"],
+        "b.test": ["1", "0", "1", "0", "0"],
+        "(total)": ["3", "0", "2", "1", "0"],
+    }
+    assert "next due: now" in shown.stdout
+
+    as_json = scrapy("--frontier", frontier_url, "--json", "--domain", "a.test")
+    assert [json.loads(line) for line in as_json.stdout.splitlines()] == [
+        {"domain": "a.test", "due": 2, "scheduled": 0, "inflight": 1, "retired": 1, "dead": 0}
+    ]
+
+    entry = scrapy("--frontier", frontier_url, "--show", gone.url)
+    assert entry.returncode == 0, entry.stderr
+    assert "state: retired" in entry.stdout and f"sku: {gone.sku}" in entry.stdout
+    missing = scrapy("--frontier", frontier_url, "--show", "https://nowhere.test/")
+    assert missing.returncode == 3 and "no entry for https://nowhere.test/" in missing.stderr
+
+    requeued = scrapy("--frontier", frontier_url, "--requeue", "a.test")
+    assert requeued.returncode == 0, requeued.stderr
+    assert "1 entries of a.test requeued" in requeued.stdout
+    info = await frontier.entry(gone.url)
+    assert info is not None and info.state == "scheduled"
+
+    purged = scrapy("--frontier", frontier_url, "--purge", "b.test")
+    assert purged.returncode == 0, purged.stderr
+    assert "2 entries of b.test deleted" in purged.stdout
+    assert [c.domain for c in await frontier.counts()] == ["a.test"]
+
+
+def test_an_unreachable_frontier_exits_1_with_a_masked_url() -> None:
+    result = scrapy("--frontier", "redis://:hunter2@127.0.0.1:1/0")
+    assert result.returncode == 1
+    assert "redis://:***@127.0.0.1:1/0" in result.stderr
+    assert "hunter2" not in result.stderr + result.stdout
