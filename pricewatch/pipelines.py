@@ -16,6 +16,9 @@
 - ``PRICEWATCH_STORE_CLOSE_TIMEOUT`` (30 s): how long closing the crawl keeps retrying
   the last writes; what is still unwritten then is not acknowledged, so its leases
   expire and the SKUs are fetched again (nothing is lost).
+- ``PRICEWATCH_STORE_OUTAGE_TIMEOUT`` (600 s): a store unreachable for longer ends the
+  crawl with finish reason ``store_unavailable`` instead of hanging a cron job; the
+  buffered observations are not acknowledged (fetched again by the next run).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -160,6 +164,10 @@ class ValidationPipeline:
         return ObservationItem(result, item.lease)
 
 
+class _StoreGaveUp(Exception):
+    pass
+
+
 class StorePipeline:
     """Writes observations in batches and acknowledges their leases after the commit.
 
@@ -179,10 +187,13 @@ class StorePipeline:
         self.max_buffer = settings.getint("PRICEWATCH_STORE_MAX_BUFFER", 5000)
         self.retry_max_delay = settings.getfloat("PRICEWATCH_STORE_RETRY_MAX_DELAY", 60.0)
         self.close_timeout = settings.getfloat("PRICEWATCH_STORE_CLOSE_TIMEOUT", 30.0)
+        self.outage_timeout = settings.getfloat("PRICEWATCH_STORE_OUTAGE_TIMEOUT", 600.0)
         for name, value, low in (
             ("PRICEWATCH_BATCH_SIZE", self.batch_size, 1),
             ("PRICEWATCH_FLUSH_INTERVAL", self.flush_interval, 0.01),
             ("PRICEWATCH_STORE_RETRY_MAX_DELAY", self.retry_max_delay, 0.01),
+            ("PRICEWATCH_STORE_CLOSE_TIMEOUT", self.close_timeout, 0),
+            ("PRICEWATCH_STORE_OUTAGE_TIMEOUT", self.outage_timeout, 0.01),
         ):
             if value < low:
                 raise ValueError(f"{name} must be >= {low}, got {value}")
@@ -197,7 +208,7 @@ class StorePipeline:
         self._room = asyncio.Event()
         self._room.set()
         self._ticker: asyncio.Task[None] | None = None
-        self._closing = False
+        self._gave_up = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StorePipeline:
@@ -211,17 +222,19 @@ class StorePipeline:
     async def process_item(self, item: object) -> object:
         if not isinstance(item, ObservationItem):
             return item
-        while len(self._buffer) >= self.max_buffer:
+        while len(self._buffer) >= self.max_buffer and not self._gave_up:
             self._stats.inc_value("pricewatch/store/backpressure_waits")
             self._room.clear()
             await self._room.wait()
+        if self._gave_up:
+            self._stats.inc_value("pricewatch/store/unwritten")
+            raise DropItem(f"store unavailable, not acknowledged: {item.observation.url}")
         self._buffer.append(item)
-        if len(self._buffer) >= self.batch_size:
+        if len(self._buffer) >= self.batch_size and not self._write_lock.locked():
             await self._flush(full_only=True)
         return item
 
     async def close_spider(self) -> None:
-        self._closing = True
         if self._ticker is not None:
             self._ticker.cancel()
         try:
@@ -252,21 +265,30 @@ class StorePipeline:
             await self._flush()
 
     async def _flush(self, full_only: bool = False) -> None:
-        """Write one batch from the buffer (retrying while the store is down)."""
+        """Write batches from the buffer (retrying while the store is down): one batch,
+        then more while full ones are waiting."""
         async with self._write_lock:
-            if len(self._buffer) < (self.batch_size if full_only else 1):
-                return
-            batch = self._buffer[: self.batch_size]
-            try:
-                result = await self._write_with_retry([item.observation for item in batch])
-            except Exception:
-                # Not a connectivity problem: a defect. Do not acknowledge: the leases
-                # expire and the SKUs are fetched again.
-                self._stats.inc_value("pricewatch/store/write_errors")
-                logger.exception("Store write failed; %d observations not acknowledged", len(batch))
+            while len(self._buffer) >= (self.batch_size if full_only else 1):
+                batch = self._buffer[: self.batch_size]
+                try:
+                    result = await self._write_with_retry([i.observation for i in batch])
+                except _StoreGaveUp:
+                    self._give_up()
+                    return
+                except Exception:
+                    # Not a connectivity problem: a defect. Do not acknowledge: the leases
+                    # expire and the SKUs are fetched again.
+                    self._stats.inc_value("pricewatch/store/write_errors")
+                    logger.exception(
+                        "Store write failed; %d observations not acknowledged", len(batch)
+                    )
+                    self._take(len(batch))
+                    continue
                 self._take(len(batch))
-                return
-            self._take(len(batch))
+                await self._acknowledge(batch, result)
+                full_only = True
+
+    async def _acknowledge(self, batch: list[ObservationItem], result: WriteResult) -> None:
         rejected = {id(r.observation): r.reason for r in result.rejected}
         completions = []
         for item in batch:
@@ -286,6 +308,24 @@ class StorePipeline:
         self._stats.inc_value("pricewatch/store/changes", len(result.changed))
         await self.resources.complete(completions)
 
+    def _give_up(self) -> None:
+        """The store has been down too long: stop waiting, end the crawl."""
+        self._gave_up = True
+        self._stats.inc_value("pricewatch/store/unwritten", len(self._buffer))
+        logger.error(
+            "Store unreachable for more than %.0fs: ending the crawl; %d observations "
+            "not written nor acknowledged (they will be fetched again)",
+            self.outage_timeout,
+            len(self._buffer),
+        )
+        self._buffer.clear()
+        self._room.set()
+        engine = self.crawler.engine
+        assert engine is not None
+        asyncio.get_running_loop().create_task(
+            engine.close_spider_async(reason="store_unavailable")
+        )
+
     def _take(self, n: int) -> None:
         del self._buffer[:n]
         if len(self._buffer) < self.max_buffer:
@@ -293,10 +333,13 @@ class StorePipeline:
 
     async def _write_with_retry(self, observations: Sequence[Observation]) -> WriteResult:
         attempt = 0
+        down_since = time.monotonic()
         while True:
             try:
                 return await self.store.write(observations)
             except StoreUnavailable as exc:
+                if time.monotonic() - down_since > self.outage_timeout:
+                    raise _StoreGaveUp from exc
                 attempt += 1
                 delay = random.uniform(0, min(self.retry_max_delay, 0.5 * 2**attempt))
                 self._stats.inc_value("pricewatch/store/write_retries")

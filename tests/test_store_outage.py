@@ -70,6 +70,13 @@ class PrivateCluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def _count(cluster: PrivateCluster, table: str) -> int:
+    try:
+        return int(cluster.query(f"SELECT count(*) FROM {table}") or 0)
+    except subprocess.CalledProcessError:  # not there yet, or the server is down
+        return 0
+
+
 @pytest.fixture
 def cluster() -> Iterator[PrivateCluster]:
     if not BINDIRS or shutil.which("runuser") is None:
@@ -104,10 +111,7 @@ def test_postgres_down_midway_loses_and_duplicates_nothing(
         )  # fmt: skip
 
         def products() -> int:
-            try:
-                return int(cluster.query("SELECT count(*) FROM products") or 0)
-            except subprocess.CalledProcessError:
-                return -1
+            return _count(cluster, "products")
 
         deadline = time.monotonic() + 60
         while products() < 5 and time.monotonic() < deadline:
@@ -128,5 +132,64 @@ def test_postgres_down_midway_loses_and_duplicates_nothing(
             url, price, currency = line.split("|")
             want = (Decimal(truth[url]["price"]), truth[url]["currency"])
             assert (Decimal(price), currency) == want, url
+    finally:
+        shop.stop()
+
+
+@pytest.mark.timeout(180)
+def test_store_down_for_good_ends_the_crawl_and_the_next_run_catches_up(
+    cluster: PrivateCluster, tmp_path: Path
+) -> None:
+    shop = SandboxProcess(sandbox_args(port=0, seed=6, shops=2, products=20, latency="20-60"))
+    try:
+        urls = shop.urls()
+        env = scrapy_env(tmp_path, PRICEWATCH_STORE_URL=cluster.url)
+        (tmp_path / "seeds.txt").write_text("\n".join(urls) + "\n")
+        assert scrapy(tmp_path, "seed", "seeds.txt", env=env).returncode == 0
+        assert scrapy(tmp_path, "db", "upgrade", env=env).returncode == 0
+        cluster.stop()
+        settings = [
+            *("-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False"),
+            *("-s", "PRICEWATCH_BATCH_SIZE=5", "-s", "PRICEWATCH_STORE_MAX_BUFFER=10"),
+            *(
+                "-s",
+                "PRICEWATCH_STORE_OUTAGE_TIMEOUT=2",
+                "-s",
+                "PRICEWATCH_STORE_RETRY_MAX_DELAY=0.5",
+            ),
+            *("-s", "PRICEWATCH_FRONTIER_LEASE_TTL=3"),
+        ]
+        # The store is down at start: a clear error, nothing fetched.
+        down = scrapy(tmp_path, "crawl", "products", *settings, env=env)
+        assert down.returncode == 1
+        assert f"127.0.0.1:{cluster.port}" in down.stderr
+        # Down mid-crawl and never back: the crawl ends instead of hanging.
+        cluster.start()
+        crawl = subprocess.Popen(
+            [sys.executable, "-m", "scrapy", "crawl", "products", *settings],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _count(cluster, "products"):
+            time.sleep(0.05)
+        cluster.stop()
+        _, err = crawl.communicate(timeout=120)
+        assert crawl.returncode == 0, err[-3000:]
+        stats: dict[str, Any] = json.loads((tmp_path / "stats.json").read_text())
+        assert stats["finish_reason"] == "store_unavailable", err[-3000:]
+        assert stats["pricewatch/store/unwritten"] >= 1
+        assert stats["pricewatch/store/backpressure_waits"] >= 1
+        assert "Store unreachable for more than 2s" in err
+        # Back up: the next run (after the leases expired) stores every SKU once.
+        cluster.start()
+        time.sleep(3.2)
+        final = scrapy(tmp_path, "crawl", "products", *settings, env=env)
+        assert final.returncode == 0, final.stderr[-3000:]
+        rows = cluster.query("SELECT count(*), count(DISTINCT url) FROM price_changes").split("|")
+        assert [int(r) for r in rows] == [len(urls), len(urls)]
     finally:
         shop.stop()
