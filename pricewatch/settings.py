@@ -187,6 +187,10 @@ PRICEWATCH_DOMAIN_CURRENCY: dict[str, str] = {}
 # the heuristics (source "rule"). Empty: no rules. Use it for a shop the heuristics misread.
 PRICEWATCH_EXTRACT_RULES_FILE = os.environ.get("PRICEWATCH_EXTRACT_RULES_FILE", "")
 
+# Leases one crawler process holds at once (claimed, not yet completed): bounds what a
+# crash hands back to the lease TTL. Default 2 x CONCURRENT_REQUESTS, so the downloader
+# never starves while the next claim is in flight.
+PRICEWATCH_MAX_OUTSTANDING = 2 * CONCURRENT_REQUESTS
 # --- Validate ---------------------------------------------------------------------------------
 # Prices above this (in any currency) are rejected as absurd (`pricewatch/validate/dropped/absurd`).
 PRICEWATCH_VALIDATE_MAX_PRICE = "100000000"
@@ -229,3 +233,15 @@ EXTENSIONS = {
 # Where StatsFile writes the last crawl's stats (JSON); empty disables it. Point your
 # monitoring at it: pricewatch/outcome/* and pricewatch/store/* say whether a crawl worked.
 PRICEWATCH_STATS_FILE = os.environ.get("PRICEWATCH_STATS_FILE", "")
+# Observations held in memory while the store is unreachable. When full, the pipeline
+# waits and the spider claims nothing new: memory stays bounded and nothing is dropped.
+PRICEWATCH_STORE_MAX_BUFFER = 5000
+# Cap, in seconds, of the exponential backoff (full jitter) between write attempts while
+# the store is unreachable.
+PRICEWATCH_STORE_RETRY_MAX_DELAY = 60.0
+# Seconds closing the crawl keeps retrying the last writes. What is still unwritten then
+# is not acknowledged: its leases expire and the next run fetches those SKUs again.
+PRICEWATCH_STORE_CLOSE_TIMEOUT = 30.0
+# Seconds of continuous store outage after which the crawl ends (finish reason
+# store_unavailable) rather than hanging a cron job; raise it for long maintenance windows.
+PRICEWATCH_STORE_OUTAGE_TIMEOUT = 600.0
