@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -442,6 +443,36 @@ def test_cli_shuts_down_cleanly(sig: signal.Signals) -> None:
     assert proc.last_stderr == ""
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(proc.base_url + "/robots.txt", timeout=2)
+
+
+def test_cli_shuts_down_promptly_with_requests_in_flight() -> None:
+    proc = SandboxProcess(["--shops", "3", "--products", "3", "--mode", "slow:delay=30"])
+    results: list[BaseException | int] = []
+
+    def fetch(url: str) -> None:
+        try:
+            with urllib.request.urlopen(url, timeout=20) as resp:
+                results.append(resp.status)
+        except Exception as exc:  # the connection is closed on shutdown
+            results.append(exc)
+
+    threads = [threading.Thread(target=fetch, args=(u + "/",)) for u in proc.base_urls]
+    for t in threads:
+        t.start()
+    try:
+        deadline = time.monotonic() + 5
+        while sum(h["in_flight"] for h in proc.stats()["hosts"].values()) < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        started = time.monotonic()
+        code = proc.stop()
+        assert time.monotonic() - started < 3
+    finally:
+        proc.stop()
+        for t in threads:
+            t.join(timeout=20)
+    assert code == 0
+    assert len(results) == 3 and all(isinstance(r, Exception) for r in results)
 
 
 def test_cli_rejects_bad_flags_naming_them() -> None:

@@ -41,6 +41,7 @@ from pricewatch.sandbox._stats import Stats
 logger = logging.getLogger(__name__)
 
 SHOP_INDEX = web.AppKey("shop_index", int)
+SHUTDOWN_GRACE = 0.5  # seconds in-flight requests get to finish on stop()
 PAGE_CACHE_SIZE = 2048  # rendered pages kept (~50 MB); a miss costs ~1 ms
 LIST_PAGE_SIZE = 12  # items per /api/list page (JS shop infinite scroll)
 _EXEMPT_PREFIXES = ("/robots.txt", "/api/products/")  # modes never apply here
@@ -126,7 +127,10 @@ class Sandbox:
         try:
             for shop in self._shops:
                 runner = web.AppRunner(
-                    self._app(shop), access_log=None, handle_signals=False, shutdown_timeout=2.0
+                    self._app(shop),
+                    access_log=None,
+                    handle_signals=False,
+                    shutdown_timeout=SHUTDOWN_GRACE,
                 )
                 await runner.setup()
                 self._runners.append(runner)
@@ -141,8 +145,7 @@ class Sandbox:
 
     async def stop(self) -> None:
         runners, self._runners = self._runners, []
-        for runner in runners:
-            await runner.cleanup()
+        await asyncio.gather(*(runner.cleanup() for runner in runners))
 
     @property
     def shops(self) -> list[dict[str, Any]]:
