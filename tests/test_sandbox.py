@@ -530,6 +530,10 @@ def test_constructor_rejects_bad_options() -> None:
         Sandbox(latency="900-300")
     with pytest.raises(ValueError, match="products must be >= 1, got 0"):
         Sandbox(products=0)
+    with pytest.raises(ValueError, match="host_base must be an IPv4 address, got '127.0.0.x'"):
+        Sandbox(host_base="127.0.0.x")
+    with pytest.raises(ValueError, match="127.0.0.0/8, got '10.0.0.2'"):
+        Sandbox(host_base="10.0.0.2")
     with pytest.raises(ModeError, match="burst503.period"):
         Sandbox(modes=[{"mode": "burst503", "period": 0}])
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import ipaddress
 import logging
 import random
 import threading
@@ -98,6 +99,12 @@ class Sandbox:
             raise ValueError(f"shops + js_shops must be >= 1, got {shops} + {js_shops}")
         if products < 1:
             raise ValueError(f"products must be >= 1, got {products}")
+        try:
+            first = ipaddress.IPv4Address(host_base)
+        except ValueError:
+            raise ValueError(f"host_base must be an IPv4 address, got {host_base!r}") from None
+        if not (first + shops + js_shops - 1).is_loopback:
+            raise ValueError(f"host_base must leave every shop in 127.0.0.0/8, got {host_base!r}")
         if not 0 <= port < 65536:
             raise ValueError(f"port must be 0-65535, got {port}")
         self.seed = seed
