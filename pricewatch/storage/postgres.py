@@ -39,7 +39,7 @@ import asyncpg
 
 from pricewatch._urls import mask_password
 from pricewatch.storage._migrations import migrations
-from pricewatch.storage._values import in_rounds, problem, stored_decimal
+from pricewatch.storage._values import in_rounds, normalise_decimal, problem, stored_decimal
 from pricewatch.storage.base import (
     ChangeRow,
     Observation,
@@ -213,6 +213,12 @@ def _money(value: Decimal | None) -> Decimal | None:
     return None if value is None else stored_decimal(value)
 
 
+def _read_money(value: Decimal | None) -> Decimal | None:
+    """asyncpg decodes ``numeric`` 30000 as ``Decimal("3E+4")``: give back the canonical
+    ``Decimal("30000")``, as the SQLite store does."""
+    return None if value is None else normalise_decimal(value)
+
+
 def _records(rounds: list[list[Observation]]) -> list[tuple[Any, ...]]:
     return [
         (
@@ -240,9 +246,9 @@ def _product(r: asyncpg.Record) -> ProductRow:
         url=r[0],
         domain=r[1],
         sku=r[2],
-        price=r[3],
+        price=_read_money(r[3]),
         currency=r[4],
-        regular_price=r[5],
+        regular_price=_read_money(r[5]),
         availability=r[6],
         name=r[7],
         source=r[8],
@@ -459,9 +465,9 @@ class PostgresStore(Store):
             ChangeRow(
                 url=r[0],
                 sku=r[1],
-                price=r[2],
+                price=_read_money(r[2]),
                 currency=r[3],
-                regular_price=r[4],
+                regular_price=_read_money(r[4]),
                 availability=r[5],
                 observed_at=r[6],
                 raw_hash=r[7],
