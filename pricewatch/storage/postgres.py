@@ -246,7 +246,7 @@ def _product(r: asyncpg.Record) -> ProductRow:
         url=r[0],
         domain=r[1],
         sku=r[2],
-        price=_read_money(r[3]),
+        price=normalise_decimal(r[3]),
         currency=r[4],
         regular_price=_read_money(r[5]),
         availability=r[6],
@@ -465,7 +465,7 @@ class PostgresStore(Store):
             ChangeRow(
                 url=r[0],
                 sku=r[1],
-                price=_read_money(r[2]),
+                price=normalise_decimal(r[2]),
                 currency=r[3],
                 regular_price=_read_money(r[4]),
                 availability=r[5],
