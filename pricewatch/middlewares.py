@@ -1,0 +1,17 @@
+"""The project's downloader middlewares, registered in ``DOWNLOADER_MIDDLEWARES``.
+
+Politeness and resilience (:mod:`pricewatch.politeness`):
+- ``CircuitBreakerMiddleware`` (570): per-domain circuit breaker shared through the
+  frontier, and challenge-page detection.
+- ``BackoffRetryMiddleware`` (550, in place of Scrapy's ``RetryMiddleware``): retries of
+  429/5xx with exponential backoff, full jitter and Retry-After.
+- ``OfficialSourceMiddleware`` (560, :mod:`pricewatch.fallback`): the official API of a
+  domain whose circuit has been open too long.
+"""
+
+from __future__ import annotations
+
+from pricewatch.politeness.backoff import BackoffRetryMiddleware
+from pricewatch.politeness.breaker import CircuitBreakerMiddleware
+
+__all__ = ["BackoffRetryMiddleware", "CircuitBreakerMiddleware"]

@@ -1,0 +1,356 @@
+"""Per-domain circuit breaker (downloader middleware), shared through the frontier.
+
+closed -> open after ``PRICEWATCH_BREAKER_THRESHOLD`` blocks (a status in
+``PRICEWATCH_BREAKER_STATUS_CODES`` or a challenge page) within
+``PRICEWATCH_BREAKER_WINDOW`` seconds. Open lasts the cooldown, and at least as long as
+the shop's ``Retry-After`` (seconds or HTTP date). open -> half-open when the cooldown has
+passed: one request goes through as a probe, the others are deferred. A probe that
+succeeds closes the circuit; one that is blocked or fails reopens it with the cooldown
+multiplied by ``PRICEWATCH_BREAKER_COOLDOWN_FACTOR`` (up to
+``PRICEWATCH_BREAKER_MAX_COOLDOWN``).
+
+When a circuit opens, the domain is paused in the frontier (``Frontier.pause_domain``),
+so no worker is handed that domain's SKUs until the cooldown ends. Requests for an open
+domain are never dropped: they raise :class:`~pricewatch.exceptions.DomainDeferred` with
+``retry_after`` = the time left, so their leases complete as ``skipped`` and are
+rescheduled for after it. A blocked response that arrives while the circuit is open ends
+as :class:`~pricewatch.exceptions.Blocked` with the same ``retry_after``. A challenge page
+always ends as ``Blocked``, whatever the circuit state.
+
+Settings (defaults):
+- ``PRICEWATCH_BREAKER_ENABLED`` (True): False keeps challenge detection only.
+- ``PRICEWATCH_BREAKER_THRESHOLD`` (5): blocks within the window that open the circuit.
+- ``PRICEWATCH_BREAKER_WINDOW`` (60.0 s): how far back blocks are counted.
+- ``PRICEWATCH_BREAKER_COOLDOWN`` (60.0 s): how long a circuit first stays open.
+- ``PRICEWATCH_BREAKER_COOLDOWN_FACTOR`` (2.0): cooldown multiplier after a failed probe.
+- ``PRICEWATCH_BREAKER_MAX_COOLDOWN`` (3600.0 s): the longest cooldown.
+- ``PRICEWATCH_BREAKER_STATUS_CODES`` ([403, 429, 503]): statuses that count as blocks.
+- ``PRICEWATCH_BREAKER_HALF_OPEN_RETRY`` (5.0 s): ``retry_after`` of requests deferred
+  while a probe is in flight.
+- ``PRICEWATCH_BREAKER_PROBE_TIMEOUT`` (``DOWNLOAD_TIMEOUT`` + 10 s): a probe with no
+  answer after this long no longer blocks the next one.
+- ``PRICEWATCH_CHALLENGE_*``: see :mod:`pricewatch.politeness.challenge`.
+
+Request.meta: ``dont_break_circuit`` (True: neither gated nor counted).
+
+Stats: ``pricewatch/breaker/opened``, ``pricewatch/breaker/half_open``,
+``pricewatch/breaker/closed``, ``pricewatch/breaker/deferred``,
+``pricewatch/breaker/blocks``, ``pricewatch/breaker/pause_failed``,
+``pricewatch/challenge/detected``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, NoReturn
+
+from scrapy.utils.httpobj import urlparse_cached
+
+from pricewatch._http import parse_retry_after
+from pricewatch.exceptions import Blocked, DomainDeferred
+from pricewatch.frontier import FrontierUnavailable
+from pricewatch.politeness.challenge import ChallengeDetector
+from pricewatch.runtime import CrawlResources
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Request, Response
+    from scrapy.settings import BaseSettings
+
+logger = logging.getLogger(__name__)
+
+LEASE_META = "pricewatch_lease"
+PROBE_META = "pricewatch_breaker_probe"
+DONT_BREAK_META = "dont_break_circuit"
+
+
+class State(StrEnum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerConfig:
+    enabled: bool = True
+    threshold: int = 5
+    window: float = 60.0
+    cooldown: float = 60.0
+    cooldown_factor: float = 2.0
+    max_cooldown: float = 3600.0
+    status_codes: frozenset[int] = frozenset({403, 429, 503})
+    half_open_retry: float = 5.0
+    probe_timeout: float = 190.0
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> BreakerConfig:
+        codes = settings.getlist("PRICEWATCH_BREAKER_STATUS_CODES", [403, 429, 503])
+        try:
+            status_codes = frozenset(int(code) for code in codes)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"PRICEWATCH_BREAKER_STATUS_CODES must be HTTP status codes, got {codes!r}"
+            ) from None
+        config = cls(
+            enabled=settings.getbool("PRICEWATCH_BREAKER_ENABLED", True),
+            threshold=settings.getint("PRICEWATCH_BREAKER_THRESHOLD", 5),
+            window=settings.getfloat("PRICEWATCH_BREAKER_WINDOW", 60.0),
+            cooldown=settings.getfloat("PRICEWATCH_BREAKER_COOLDOWN", 60.0),
+            cooldown_factor=settings.getfloat("PRICEWATCH_BREAKER_COOLDOWN_FACTOR", 2.0),
+            max_cooldown=settings.getfloat("PRICEWATCH_BREAKER_MAX_COOLDOWN", 3600.0),
+            status_codes=status_codes,
+            half_open_retry=settings.getfloat("PRICEWATCH_BREAKER_HALF_OPEN_RETRY", 5.0),
+            probe_timeout=settings.getfloat(
+                "PRICEWATCH_BREAKER_PROBE_TIMEOUT",
+                settings.getfloat("DOWNLOAD_TIMEOUT", 180.0) + 10.0,
+            ),
+        )
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        if self.threshold < 1:
+            raise ValueError(f"PRICEWATCH_BREAKER_THRESHOLD must be >= 1, got {self.threshold}")
+        for name, value in (
+            ("WINDOW", self.window),
+            ("COOLDOWN", self.cooldown),
+            ("PROBE_TIMEOUT", self.probe_timeout),
+        ):
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"PRICEWATCH_BREAKER_{name} must be > 0, got {value}")
+        if not (math.isfinite(self.cooldown_factor) and self.cooldown_factor >= 1):
+            raise ValueError(
+                f"PRICEWATCH_BREAKER_COOLDOWN_FACTOR must be >= 1, got {self.cooldown_factor}"
+            )
+        if not (math.isfinite(self.max_cooldown) and self.max_cooldown >= self.cooldown):
+            raise ValueError(
+                "PRICEWATCH_BREAKER_MAX_COOLDOWN must be >= PRICEWATCH_BREAKER_COOLDOWN "
+                f"({self.cooldown}), got {self.max_cooldown}"
+            )
+        if not (math.isfinite(self.half_open_retry) and self.half_open_retry >= 0):
+            raise ValueError(
+                f"PRICEWATCH_BREAKER_HALF_OPEN_RETRY must be >= 0, got {self.half_open_retry}"
+            )
+        bad = sorted(code for code in self.status_codes if not 100 <= code <= 599)
+        if bad:
+            raise ValueError(f"PRICEWATCH_BREAKER_STATUS_CODES must be HTTP statuses, got {bad}")
+
+
+@dataclass(slots=True)
+class Circuit:
+    """The breaker state of one domain in this process (times are ``time.monotonic()``)."""
+
+    state: State = State.CLOSED
+    blocks: deque[float] = field(default_factory=deque)
+    open_until: float = 0.0
+    cooldown: float = 0.0  # the cooldown of the last opening
+    opened_at: float | None = None  # when the circuit last went from closed to open
+    probe_started: float | None = None
+
+    def remaining(self, now: float) -> float:
+        return max(self.open_until - now, 0.0)
+
+
+def request_domain(request: Request) -> str:
+    lease = request.meta.get(LEASE_META)
+    domain = getattr(lease, "domain", None)
+    if domain:
+        return str(domain)
+    return (urlparse_cached(request).hostname or "").lower()
+
+
+class CircuitBreakerMiddleware:
+    """See the module docstring. Sits between Scrapy's retry (550) and HTTP compression
+    (590), so it sees every decompressed response before a retry is decided."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.config = BreakerConfig.from_settings(crawler.settings)
+        self.challenges = ChallengeDetector.from_settings(crawler.settings)
+        assert crawler.stats is not None
+        self.stats = crawler.stats
+        self.circuits: dict[str, Circuit] = {}
+        self.clock = time.monotonic
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> CircuitBreakerMiddleware:
+        return cls(crawler)
+
+    # -- state queries (also used by the fallback) ---------------------------------------
+
+    def circuit(self, domain: str) -> Circuit:
+        circuit = self.circuits.get(domain)
+        if circuit is None:
+            circuit = self.circuits[domain] = Circuit()
+        return circuit
+
+    def open_for(self, domain: str) -> float | None:
+        """Seconds the circuit of ``domain`` has been open (or half-open) without closing,
+        None when it is closed."""
+        circuit = self.circuits.get(domain)
+        if circuit is None or circuit.state is State.CLOSED or circuit.opened_at is None:
+            return None
+        return self.clock() - circuit.opened_at
+
+    # -- middleware hooks --------------------------------------------------------------------
+
+    def process_request(self, request: Request) -> None:
+        if not self.config.enabled or request.meta.get(DONT_BREAK_META):
+            return
+        if urlparse_cached(request).path == "/robots.txt":
+            return
+        domain = request_domain(request)
+        circuit = self.circuits.get(domain)
+        if circuit is None or circuit.state is State.CLOSED:
+            return
+        now = self.clock()
+        if circuit.state is State.OPEN:
+            if now < circuit.open_until:
+                self._defer(request, domain, circuit.remaining(now), "circuit open")
+            circuit.state = State.HALF_OPEN
+            circuit.probe_started = None
+            self.stats.inc_value("pricewatch/breaker/half_open")
+            logger.info("Circuit of %s half-open: probing with %s", domain, request.url)
+        # Half-open: one probe at a time.
+        if circuit.probe_started is not None and now - circuit.probe_started < (
+            self.config.probe_timeout
+        ):
+            self._defer(request, domain, self.config.half_open_retry, "circuit half-open")
+        circuit.probe_started = now
+        request.meta[PROBE_META] = True
+
+    async def process_response(self, request: Request, response: Response) -> Response:
+        if request.meta.get(DONT_BREAK_META):
+            return response
+        domain = request_domain(request)
+        marker = self.challenges.match(response) if response.status < 300 else None
+        if marker is not None:
+            self.stats.inc_value("pricewatch/challenge/detected")
+            logger.info("Challenge page from %s (marker %r): %s", domain, marker, request.url)
+        blocked = marker is not None or response.status in self.config.status_codes
+        if not self.config.enabled:
+            if marker is not None:
+                raise Blocked(f"challenge page ({marker})")
+            return response
+        if blocked:
+            hint = parse_retry_after(response.headers.get(b"Retry-After"))
+            await self._record_block(request, domain, hint)
+            circuit = self.circuit(domain)
+            if circuit.state is State.OPEN:
+                left = circuit.remaining(self.clock())
+                raise Blocked(f"{_what(response, marker)}, circuit open", retry_after=left)
+            if marker is not None:
+                raise Blocked(f"challenge page ({marker})", retry_after=hint)
+            return response
+        if response.status < 500:
+            self._record_success(request, domain)
+        else:
+            await self._record_failure(request, domain)
+        return response
+
+    async def process_exception(self, request: Request, exception: Exception) -> None:
+        if isinstance(exception, DomainDeferred | Blocked):
+            return
+        if request.meta.get(PROBE_META) and not request.meta.get(DONT_BREAK_META):
+            domain = request_domain(request)
+            circuit = self.circuit(domain)
+            if circuit.state is State.HALF_OPEN:
+                logger.info("Probe of %s failed (%r): circuit reopens", domain, exception)
+                await self._open(domain, circuit, None, reopen=True)
+
+    # -- transitions -------------------------------------------------------------------------
+
+    def _defer(self, request: Request, domain: str, retry_after: float, why: str) -> NoReturn:
+        self.stats.inc_value("pricewatch/breaker/deferred")
+        raise DomainDeferred(f"{why} for {domain}", retry_after=retry_after)
+
+    async def _record_block(self, request: Request, domain: str, hint: float | None) -> None:
+        self.stats.inc_value("pricewatch/breaker/blocks")
+        circuit = self.circuit(domain)
+        now = self.clock()
+        if circuit.state is State.HALF_OPEN:
+            if request.meta.get(PROBE_META):
+                logger.info("Probe of %s was blocked: circuit reopens", domain)
+                await self._open(domain, circuit, hint, reopen=True)
+            return
+        if circuit.state is State.OPEN:
+            if hint is not None and now + hint > circuit.open_until:
+                # The shop asks for longer than our cooldown: honour it everywhere.
+                circuit.open_until = now + hint
+                await self._pause(domain, hint)
+            return
+        circuit.blocks.append(now)
+        while circuit.blocks and circuit.blocks[0] <= now - self.config.window:
+            circuit.blocks.popleft()
+        if len(circuit.blocks) >= self.config.threshold:
+            await self._open(domain, circuit, hint, reopen=False)
+
+    def _record_success(self, request: Request, domain: str) -> None:
+        circuit = self.circuits.get(domain)
+        if circuit is None or circuit.state is not State.HALF_OPEN:
+            return
+        if not request.meta.get(PROBE_META):
+            return
+        circuit.state = State.CLOSED
+        circuit.blocks.clear()
+        circuit.opened_at = None
+        circuit.probe_started = None
+        circuit.cooldown = 0.0
+        self.stats.inc_value("pricewatch/breaker/closed")
+        logger.info("Circuit of %s closed: the probe succeeded", domain)
+
+    async def _record_failure(self, request: Request, domain: str) -> None:
+        """A 5xx that is not a block: neutral, except that a failed probe reopens."""
+        circuit = self.circuits.get(domain)
+        if (
+            circuit is not None
+            and circuit.state is State.HALF_OPEN
+            and request.meta.get(PROBE_META)
+        ):
+            logger.info("Probe of %s failed with a server error: circuit reopens", domain)
+            await self._open(domain, circuit, None, reopen=True)
+
+    async def _open(
+        self, domain: str, circuit: Circuit, hint: float | None, *, reopen: bool
+    ) -> None:
+        now = self.clock()
+        if reopen and circuit.cooldown > 0:
+            cooldown = circuit.cooldown * self.config.cooldown_factor
+        else:
+            cooldown = self.config.cooldown
+        cooldown = min(cooldown, self.config.max_cooldown)
+        circuit.cooldown = cooldown
+        if hint is not None:
+            cooldown = max(cooldown, hint)
+        circuit.state = State.OPEN
+        circuit.open_until = now + cooldown
+        circuit.probe_started = None
+        circuit.blocks.clear()
+        if circuit.opened_at is None:
+            circuit.opened_at = now
+        self.stats.inc_value("pricewatch/breaker/opened")
+        logger.warning(
+            "Circuit of %s open for %.1fs (%s)",
+            domain,
+            cooldown,
+            "probe failed" if reopen else f"{self.config.threshold} blocks",
+        )
+        await self._pause(domain, cooldown)
+
+    async def _pause(self, domain: str, seconds: float) -> None:
+        try:
+            frontier = await CrawlResources.of(self.crawler).frontier()
+            await frontier.pause_domain(domain, seconds)
+        except FrontierUnavailable as exc:
+            # This process still defers the domain; other workers find out by themselves.
+            self.stats.inc_value("pricewatch/breaker/pause_failed")
+            logger.warning("Could not pause %s in the frontier: %s", domain, exc)
+
+
+def _what(response: Response, marker: str | None) -> str:
+    return f"challenge page ({marker})" if marker is not None else f"HTTP {response.status}"
