@@ -67,6 +67,44 @@ RETRY_TIMES = 2
 # Let 404/410/403/429 reach the spider so it can record `gone`/`blocked` outcomes.
 HTTPERROR_ALLOWED_CODES = [403, 404, 410, 429]
 
+# --- Fetch: circuit breaker, backoff, challenge pages (pricewatch/politeness/) -------------
+# Fragile shops: give them their own pace with Scrapy's DOWNLOAD_SLOTS, e.g.
+#   DOWNLOAD_SLOTS = {"fragile-shop.example": {"concurrency": 1, "delay": 2.0}}
+# (concurrency: requests in flight to that host; delay: seconds between two of them, still
+# jittered by DOWNLOAD_DELAY_JITTER; AutoThrottle never goes below it).
+# Per-domain circuit breaker: after THRESHOLD blocks (a status in STATUS_CODES or a challenge
+# page) within WINDOW seconds, a domain is paused for every worker (through the frontier) for
+# COOLDOWN seconds, and at least as long as the shop's Retry-After. Then one probe request
+# goes through: success closes the circuit, failure reopens it for COOLDOWN x COOLDOWN_FACTOR
+# (up to MAX_COOLDOWN). Requests of a paused domain are rescheduled (`skipped`), never lost.
+# Lower THRESHOLD / raise COOLDOWN for shops that ban quickly.
+PRICEWATCH_BREAKER_ENABLED = True
+PRICEWATCH_BREAKER_THRESHOLD = 5
+PRICEWATCH_BREAKER_WINDOW = 60.0
+PRICEWATCH_BREAKER_COOLDOWN = 60.0
+PRICEWATCH_BREAKER_COOLDOWN_FACTOR = 2.0
+PRICEWATCH_BREAKER_MAX_COOLDOWN = 3600.0
+PRICEWATCH_BREAKER_STATUS_CODES = [403, 429, 503]
+# Seconds before a request that arrived while the probe was in flight is tried again.
+PRICEWATCH_BREAKER_HALF_OPEN_RETRY = 5.0
+# Case-insensitive strings that mark a 200 page as a CAPTCHA/bot wall (outcome `blocked`,
+# never `no_price` nor out of stock), searched in the first PRICEWATCH_CHALLENGE_SCAN_BYTES
+# of the body. Add your shops' walls; the defaults are pricewatch.politeness.DEFAULT_MARKERS.
+PRICEWATCH_CHALLENGE_MARKERS = [
+    "g-recaptcha", "h-captcha", "cf-challenge", "challenge-platform", "challenge-form",
+    "px-captcha", "captcha-delivery", "verify you are human", "are you a robot",
+    "unusual traffic from your computer",
+]
+PRICEWATCH_CHALLENGE_SCAN_BYTES = 65536
+# Retries of RETRY_HTTP_CODES wait uniform(0, min(MAX, BASE x 2^(n-1))) seconds before the
+# n-th retry (full jitter), and never less than the shop's Retry-After. They wait in the
+# scheduler, holding no download slot; a wait that would outlive the lease goes back to the
+# frontier instead. Raise BASE for shops that rate-limit hard.
+PRICEWATCH_BACKOFF_BASE = 1.0
+PRICEWATCH_BACKOFF_MAX = 30.0
+# Holds back retries until their backoff time (required by the backoff retry middleware).
+SCHEDULER = "pricewatch.politeness.scheduler.BackoffScheduler"
+
 # --- Fetch: JavaScript storefronts (pricewatch/browser/) --------------------------------------
 # Only the domains that need one go through a headless browser (3-5x the latency and memory
 # of plain HTTP): those listed here, and those learned (a static fetch found no price, the
@@ -149,6 +187,10 @@ PRICEWATCH_FRONTIER_GONE_LIMIT = 3
 PRICEWATCH_FRONTIER_CLAIM_BATCH = 64
 # Follow mode (-a follow=1): seconds between polls when nothing is due.
 PRICEWATCH_FRONTIER_POLL_INTERVAL = 5.0
+# Leases one crawler process holds at once (claimed, not yet completed): bounds what a
+# crash hands back to the lease TTL. Default 2 x CONCURRENT_REQUESTS, so the downloader
+# never starves while the next claim is in flight.
+PRICEWATCH_MAX_OUTSTANDING = 2 * CONCURRENT_REQUESTS
 # -- Frontier: velocity scoring, health, caps (pricewatch/frontier/scoring.py has the formula).
 # After a successful fetch the next check is due in
 #   INTERVAL / importance / (1 + VELOCITY_WEIGHT * velocity) * (1 + HEALTH_WEIGHT * (1 - health))
@@ -187,10 +229,6 @@ PRICEWATCH_DOMAIN_CURRENCY: dict[str, str] = {}
 # the heuristics (source "rule"). Empty: no rules. Use it for a shop the heuristics misread.
 PRICEWATCH_EXTRACT_RULES_FILE = os.environ.get("PRICEWATCH_EXTRACT_RULES_FILE", "")
 
-# Leases one crawler process holds at once (claimed, not yet completed): bounds what a
-# crash hands back to the lease TTL. Default 2 x CONCURRENT_REQUESTS, so the downloader
-# never starves while the next claim is in flight.
-PRICEWATCH_MAX_OUTSTANDING = 2 * CONCURRENT_REQUESTS
 # --- Validate ---------------------------------------------------------------------------------
 # Prices above this (in any currency) are rejected as absurd (`pricewatch/validate/dropped/absurd`).
 PRICEWATCH_VALIDATE_MAX_PRICE = "100000000"
@@ -208,6 +246,18 @@ PRICEWATCH_STORE_URL = os.environ.get("PRICEWATCH_STORE_URL", "sqlite:///pricewa
 PRICEWATCH_BATCH_SIZE = 200
 # Seconds after which a partial batch is written anyway, so a slow crawl still commits.
 PRICEWATCH_FLUSH_INTERVAL = 5.0
+# Observations held in memory while the store is unreachable. When full, the pipeline
+# waits and the spider claims nothing new: memory stays bounded and nothing is dropped.
+PRICEWATCH_STORE_MAX_BUFFER = 5000
+# Cap, in seconds, of the exponential backoff (full jitter) between write attempts while
+# the store is unreachable.
+PRICEWATCH_STORE_RETRY_MAX_DELAY = 60.0
+# Seconds closing the crawl keeps retrying the last writes. What is still unwritten then
+# is not acknowledged: its leases expire and the next run fetches those SKUs again.
+PRICEWATCH_STORE_CLOSE_TIMEOUT = 30.0
+# Seconds of continuous store outage after which the crawl ends (finish reason
+# store_unavailable) rather than hanging a cron job; raise it for long maintenance windows.
+PRICEWATCH_STORE_OUTAGE_TIMEOUT = 600.0
 # -- Store backends (pricewatch/storage/sqlite.py, pricewatch/storage/postgres.py).
 # Apply pending schema migrations when the store opens. Turn off where the schema is
 # managed by `scrapy db upgrade` at deploy time (the store then refuses an old schema).
@@ -224,6 +274,14 @@ ITEM_PIPELINES = {
     "pricewatch.pipelines.ValidationPipeline": 300,
     "pricewatch.pipelines.StorePipeline": 800,
 }
+# Politeness (pricewatch/politeness/): the backoff retry replaces Scrapy's RetryMiddleware at
+# 550; the circuit breaker sits between it and HTTP decompression (590), so it sees every
+# decompressed response before a retry is decided.
+DOWNLOADER_MIDDLEWARES = {
+    "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+    "pricewatch.middlewares.BackoffRetryMiddleware": 550,
+    "pricewatch.middlewares.CircuitBreakerMiddleware": 570,
+}
 # Refuse to crawl (non-zero exit) on a reactor other than asyncio; logs the reactor in use.
 # StatsFile writes the crawl stats as JSON to PRICEWATCH_STATS_FILE when the crawl ends.
 EXTENSIONS = {
@@ -233,15 +291,3 @@ EXTENSIONS = {
 # Where StatsFile writes the last crawl's stats (JSON); empty disables it. Point your
 # monitoring at it: pricewatch/outcome/* and pricewatch/store/* say whether a crawl worked.
 PRICEWATCH_STATS_FILE = os.environ.get("PRICEWATCH_STATS_FILE", "")
-# Observations held in memory while the store is unreachable. When full, the pipeline
-# waits and the spider claims nothing new: memory stays bounded and nothing is dropped.
-PRICEWATCH_STORE_MAX_BUFFER = 5000
-# Cap, in seconds, of the exponential backoff (full jitter) between write attempts while
-# the store is unreachable.
-PRICEWATCH_STORE_RETRY_MAX_DELAY = 60.0
-# Seconds closing the crawl keeps retrying the last writes. What is still unwritten then
-# is not acknowledged: its leases expire and the next run fetches those SKUs again.
-PRICEWATCH_STORE_CLOSE_TIMEOUT = 30.0
-# Seconds of continuous store outage after which the crawl ends (finish reason
-# store_unavailable) rather than hanging a cron job; raise it for long maintenance windows.
-PRICEWATCH_STORE_OUTAGE_TIMEOUT = 600.0
