@@ -95,7 +95,8 @@ class BackoffRetryMiddleware(RetryMiddleware):
         self.download_timeout = settings.getfloat("DOWNLOAD_TIMEOUT", 180.0)
         scheduler = settings.get("SCHEDULER")
         scheduler_cls = load_object(scheduler) if isinstance(scheduler, str) else scheduler
-        if not (isinstance(scheduler_cls, type) and issubclass(scheduler_cls, BackoffScheduler)):
+        # Not issubclass(): Scrapy's scheduler metaclass answers it by duck typing.
+        if BackoffScheduler not in getattr(scheduler_cls, "__mro__", ()):
             raise ValueError(
                 "BackoffRetryMiddleware needs SCHEDULER = "
                 f"'pricewatch.politeness.scheduler.BackoffScheduler', got {scheduler!r}"
