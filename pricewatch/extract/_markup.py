@@ -123,9 +123,10 @@ def _is_regular(el: Any) -> bool:
     return False
 
 
-def microdata_candidates(root: Any, scoped: list[Any]) -> list[Candidate]:
+def microdata_candidates(scoped: list[Any], loose: list[Any]) -> list[Candidate]:
     """Readings of the item scopes in ``scoped`` (elements with ``itemscope``, document
-    order); loose ``itemprop`` price properties when no scope is a product or an offer."""
+    order); the ``loose`` price/availability properties when no scope is a product or an
+    offer."""
     out: list[Candidate] = []
     products = [
         el
@@ -147,19 +148,12 @@ def microdata_candidates(root: Any, scoped: list[Any]) -> list[Candidate]:
             out.append(cand)
     if out or products or offers:
         return out
-    loose = _LOOSE(root)
     if loose:
         cand = Candidate(source="microdata")
         _fill(cand, loose[:20])
         if cand.useful():
             out.append(cand)
     return out
-
-
-_LOOSE = lxml.etree.XPath(
-    "descendant::*[@itemprop='price' or @itemprop='priceCurrency' or @itemprop='availability'"
-    " or @itemprop='sku' or @itemprop='lowPrice']"
-)
 
 
 _RDFA_PROPS = {

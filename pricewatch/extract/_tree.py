@@ -8,7 +8,7 @@ here raises: unparseable input gives ``None``.
 from __future__ import annotations
 
 import lxml.etree
-from w3lib.encoding import html_to_unicode
+from w3lib.encoding import html_body_declared_encoding, html_to_unicode
 
 # Plain etree elements: lxml.html's element classes cost a Python call per element proxy.
 _UTF8_PARSER = lxml.etree.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True)
@@ -27,6 +27,9 @@ def parse(body: bytes | str) -> lxml.etree._Element | None:
             return None
         if body.startswith(b"\xef\xbb\xbf"):
             body = body[3:]
+        declared = html_body_declared_encoding(body[:4096])
+        if declared and declared.replace("-", "").lower() == "utf8":
+            return _parse_bytes(body, _UTF8_PARSER)
         try:
             body.decode("utf-8")
         except UnicodeDecodeError:

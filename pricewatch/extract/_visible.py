@@ -28,6 +28,7 @@ from decimal import Decimal
 from typing import Any
 
 from pricewatch.extract._candidate import Candidate, clean_text
+from pricewatch.extract._ids import code_from_label, looks_like_label
 from pricewatch.extract._money import normalise_text, parse_amount, resolve_currency
 from pricewatch.extract._stock import says_buy, stock_from_text
 from pricewatch.extract._tree import text_of
@@ -139,6 +140,7 @@ class VisibleReading:
     amounts: set[Decimal] = field(default_factory=set)
     score: float = 0.0
     scanned: bool = False
+    sku: str | None = None
 
     def as_candidate(self) -> Candidate | None:
         if self.price is None or not self.strong:
@@ -283,6 +285,7 @@ def _currency_mark(text: str) -> str | None:
 class _Scan:
     priced: list[tuple[int, int, Any, str]] = field(default_factory=list)
     stock: list[tuple[int, str]] = field(default_factory=list)
+    codes: list[tuple[int, int, str]] = field(default_factory=list)
     buy: bool = False
     count: int = 0
     order: int = 0
@@ -310,6 +313,10 @@ def _scan_subtree(sub: Any, level: int, scan: _Scan) -> None:
         elif text and len(text) < 60 and _CURRENCY_RE.search(text) and _DIGIT.search(text):
             own = _own_text(el) or " ".join(text.split())
             scan.priced.append((level, scan.order, el, own))
+        if text and len(text) <= 70 and looks_like_label(text):
+            code = code_from_label(text, _following_text(el))
+            if code:
+                scan.codes.append((level, scan.order, code))
         tail = el.tail
         if tail and len(tail) < 40 and _CURRENCY_RE.search(tail) and _DIGIT.search(tail):
             parent = el.getparent()
@@ -317,6 +324,17 @@ def _scan_subtree(sub: Any, level: int, scan: _Scan) -> None:
                 own = _own_text(parent)
                 if own and _DIGIT.search(own):
                     scan.priced.append((level, scan.order, parent, own))
+
+
+def _following_text(el: Any) -> str | None:
+    """The text right after ``el``: its tail, or the next sibling's text."""
+    tail = el.tail
+    if tail and tail.strip():
+        return tail
+    nxt = el.getnext()
+    if nxt is not None:
+        return " ".join(text_of(nxt).split())[:60]
+    return None
 
 
 def _classify(el: Any, tag: str, names: str, level: int, scan: _Scan) -> None:
@@ -432,6 +450,8 @@ def read_visible(root: Any, hints: tuple[str | None, ...]) -> VisibleReading:
             cands.append(cand)
     _choose(reading, cands, hints)
     reading.buy_button = scan.buy
+    if scan.codes:
+        reading.sku = min(scan.codes)[2]
     if scan.stock:
         # The stock label closest to the title is the product's.
         reading.availability = min(scan.stock, key=lambda item: item[0])[1]

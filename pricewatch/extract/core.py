@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import lxml.etree
 
 from pricewatch.extract._candidate import Candidate
+from pricewatch.extract._ids import sku_from_inputs, sku_from_url
 from pricewatch.extract._jsonld import load_json, product_candidates
 from pricewatch.extract._markup import (
     microdata_candidates,
@@ -70,7 +71,9 @@ def extract_offer(
         return None
 
 
-_ATTRIBUTE_SCAN = lxml.etree.XPath("descendant::*[@itemscope or @property]")
+# Attribute nodes are cheaper to collect than elements filtered by a predicate.
+_ATTRIBUTE_SCAN = lxml.etree.XPath("//@itemscope | //@property")
+_LOOSE_SCAN = lxml.etree.XPath("//@itemprop")
 
 
 def _extract(
@@ -99,10 +102,13 @@ def _extract(
             scripts.append(el.text)
     scoped: list[Any] = []
     with_property: list[Any] = []
-    for el in _ATTRIBUTE_SCAN(root):
-        if el.get("itemscope") is not None:
+    loose: list[Any] = []
+    for attribute in _ATTRIBUTE_SCAN(root):
+        el = attribute.getparent()
+        name = attribute.attrname
+        if name == "itemscope":
             scoped.append(el)
-        if el.get("property") is not None and el.tag != "meta":
+        elif el.tag != "meta":
             with_property.append(el)
 
     structured: list[Candidate] = []
@@ -110,7 +116,13 @@ def _extract(
         data = load_json(text)
         if data is not None:
             structured.extend(product_candidates(data, url, "jsonld"))
-    structured.extend(microdata_candidates(root, scoped))
+    if not scoped and not any(c.price is not None for c in structured):
+        # Microdata properties outside any item scope (broken but common markup).
+        loose = [
+            a.getparent() for a in _LOOSE_SCAN(root)
+            if a in ("price", "availability", "priceCurrency", "lowPrice")
+        ]
+    structured.extend(microdata_candidates(scoped, loose))
     structured.extend(rdfa_candidates(with_property))
     og = opengraph_candidate(metas)
     if og is not None:
@@ -124,11 +136,11 @@ def _extract(
         visible.amounts = {c.price for c in priced if c.price is not None}
     else:
         visible = read_visible(root, hints)
-    return decide(ruled, structured, visible, hints)
+    return decide(ruled, structured, visible, hints, root, url)
 
 
 _GROUP_SEPARATORS = (",", ".", " ", "\u00a0", "\u202f", "'", "&nbsp;", "&#160;")
-_NUMBER_CHARS = frozenset("0123456789.,")
+_NUMBER_BYTES = frozenset(b"0123456789.,")
 
 
 def _price_wholes(price: Decimal) -> tuple[list[str], str]:
@@ -150,28 +162,32 @@ def _price_wholes(price: Decimal) -> tuple[list[str], str]:
     return sorted(wholes), frac
 
 
-def _count_shown(text: str, price: Decimal) -> int:
-    """How often ``price`` is written as a standalone number in ``text``."""
+def _count_shown(data: bytes, price: Decimal, enough: int = 1 << 30) -> int:
+    """How often ``price`` is written as a standalone number in ``data`` (UTF-8); stops
+    counting at ``enough``."""
     wholes, frac = _price_wholes(price)
-    count = 0
+    needles = []
     for whole in wholes:
-        start = text.find(whole)
+        if frac:
+            fracs = [frac, frac[0]] if frac[1] == "0" else [frac]
+            needles += [f"{whole}{sep}{f}".encode() for sep in ".," for f in fracs]
+        else:
+            needles.append(whole.encode())
+    count = 0
+    for needle in needles:
+        start = data.find(needle)
         while start != -1:
-            end = start + len(whole)
-            if start == 0 or text[start - 1] not in _NUMBER_CHARS:
-                after = text[end : end + 3]
-                if frac:
-                    ok = after[:1] in (".", ",") and (
-                        after[1:3] == frac
-                        or (frac[1] == "0" and after[1:2] == frac[0] and not after[2:3].isdigit())
-                    )
-                else:
-                    ok = not after[:1].isdigit() and not (
-                        after[:1] in (".", ",") and after[1:2].isdigit() and after[1:3] != "00"
-                    )
-                if ok:
+            end = start + len(needle)
+            after = data[end : end + 3]
+            if (start == 0 or data[start - 1] not in _NUMBER_BYTES) and not after[:1].isdigit():
+                # 129 must not match 129.5 (but matches 129.00, 129,- and a full stop).
+                if frac or not (
+                    after[:1] in (b".", b",") and after[1:2].isdigit() and after[1:3] != b"00"
+                ):
                     count += 1
-            start = text.find(whole, end)
+                    if count >= enough:
+                        return count
+            start = data.find(needle, end)
     return count
 
 
@@ -181,11 +197,11 @@ def _markup_price_shown(body: bytes | str, priced: list[Candidate], scripts: lis
     price = priced[0].price
     if price is None:
         return False
-    text = body if isinstance(body, str) else body.decode("utf-8", "replace")
-    total = _count_shown(text, price)
-    in_ld = sum(_count_shown(script, price) for script in scripts)
+    data = body.encode("utf-8", "replace") if isinstance(body, str) else body
+    in_ld = sum(_count_shown(script.encode("utf-8", "replace"), price) for script in scripts)
     in_attributes = sum(1 for c in priced if c.source != "jsonld" and c.price == price)
-    return total - in_ld - in_attributes > 0
+    expected = in_ld + in_attributes
+    return _count_shown(data, price, expected + 1) > expected
 
 
 def _currency_hints(
@@ -226,6 +242,8 @@ def decide(
     structured: list[Candidate],
     visible: VisibleReading,
     hints: tuple[str | None, ...],
+    root: Any,
+    url: str,
 ) -> Offer | None:
     """Pick the price by evidence and assemble the offer."""
     priced = [c for c in structured if c.price is not None]
@@ -242,9 +260,7 @@ def decide(
         useful = [c for c in structured if c.useful()]
         if ruled is not None and ruled.useful():
             useful.insert(0, ruled)
-        if not useful:
-            return None
-        chosen = Candidate(source=useful[0].source)
+        chosen = Candidate(source=useful[0].source if useful else "visible")
         _merge(chosen, useful)
         chosen.price = None
         chosen.regular_price = None
@@ -259,6 +275,9 @@ def decide(
     ):
         chosen.regular_price = None
         chosen.regular_price_text = None
+    # Identifier: markup, then the form field that posts the item to the cart, then a
+    # labelled code on the page, then the URL.
+    sku = chosen.sku or sku_from_inputs(root) or visible.sku or sku_from_url(url)
     availability = chosen.availability
     if visible.availability == "OutOfStock" and chosen.source in ("visible",):
         availability = "OutOfStock"
@@ -270,14 +289,14 @@ def decide(
     currency = resolve_currency(chosen.currency_raw, hints)
     if currency is None and chosen.price is not None:
         currency = visible.currency or next((h for h in hints if h), None)
-    if chosen.price is None and availability is None and not chosen.sku:
+    if chosen.price is None and availability is None and not sku:
         return None
     return Offer(
         price=chosen.price,
         currency=currency if chosen.price is not None else None,
         regular_price=chosen.regular_price,
         availability=availability,
-        sku=chosen.sku,
+        sku=sku,
         gtin=chosen.gtin,
         name=chosen.name or visible.title,
         source=chosen.source,
