@@ -134,9 +134,10 @@ async def test_claim_is_fair_across_domains(make_frontier: MakeFrontier) -> None
     assert len(set(by_domain[:3])) == 3
     # When the small domains run dry the rest goes to the big one.
     more = await frontier.claim(20)
-    assert sorted(lease.domain for lease in more) == ["b.test"] * 2 + ["big.test"] * 16 + [
-        "c.test"
-    ] * 2
+    assert (
+        sorted(lease.domain for lease in more)
+        == ["b.test"] * 2 + ["big.test"] * 16 + ["c.test"] * 2
+    )
 
 
 async def test_claim_returns_nothing_when_nothing_is_due(frontier: Frontier) -> None:
@@ -288,7 +289,9 @@ async def test_success_resets_attempts_and_failures(make_frontier: MakeFrontier)
 
 async def test_importance_shortens_the_interval(make_frontier: MakeFrontier) -> None:
     frontier = await make_frontier(interval=1000, min_interval=0, velocity_weight=0)
-    await frontier.add([Entry("https://a.test/1", importance=1), Entry("https://a.test/4", importance=4)])
+    await frontier.add(
+        [Entry("https://a.test/1", importance=1), Entry("https://a.test/4", importance=4)]
+    )
     leases = await frontier.claim(2)
     now = time.time()
     await frontier.complete([Completion(lease, Outcome.OK) for lease in leases])
@@ -403,9 +406,10 @@ async def test_a_success_resets_the_gone_count(make_frontier: MakeFrontier) -> N
 
 
 async def test_entries_unseen_for_too_long_retire(make_frontier: MakeFrontier) -> None:
-    frontier = await make_frontier(retire_unseen=0.2, retry_delay=0.01, health_weight=0)
+    # One second: the Redis backend keeps seen_at in whole seconds.
+    frontier = await make_frontier(retire_unseen=1, retry_delay=0.01, health_weight=0)
     await frontier.add(entries(urls("a.test", 3)))
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(2.1)
     await frontier.add([Entry("https://a.test/p/2")])  # re-seeded: seen again
     leases = await frontier.claim(3)
     await frontier.complete([Completion(lease, Outcome.ERROR) for lease in leases])

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -52,7 +53,7 @@ async def locations(client: aioredis.Redis, keys: Keys) -> dict[str, list[str]]:
     async for raw_key in client.scan_iter(match=keys.pattern):
         key = raw_key.decode()
         kind = await client.type(key)
-        members: list[bytes] = []
+        members: list[Any] = []
         if key == keys.inflight or any(
             key.startswith(keys.prefix + part) for part in ("sched:", "retired:", "dead:")
         ):

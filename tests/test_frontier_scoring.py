@@ -38,12 +38,17 @@ def done(outcome: Outcome, importance: float = 1.0, **kw: object) -> Completion:
         pytest.param(done(Outcome.OK, changed=True), History(), 1.0, 500, id="first-change"),
         # 8 changes in 8 checks, + this one: 9 / (9 + 2) -> 1000 / (1 + 3 * 9/11)
         pytest.param(
-            done(Outcome.OK, changed=True), History(checks=8, changes=8), 1.0, 1000 / (1 + 27 / 11),
+            done(Outcome.OK, changed=True),
+            History(checks=8, changes=8),
+            1.0,
+            1000 / (1 + 27 / 11),
             id="fast-mover",
         ),
         pytest.param(done(Outcome.OK), History(), 0.5, 2000, id="sick-domain"),
         pytest.param(done(Outcome.OK, importance=1000), History(), 1.0, 10, id="min-interval"),
-        pytest.param(done(Outcome.OK, importance=0.001), History(), 1.0, 100_000, id="max-interval"),
+        pytest.param(
+            done(Outcome.OK, importance=0.001), History(), 1.0, 100_000, id="max-interval"
+        ),
         pytest.param(done(Outcome.ERROR), History(), 1.0, 60, id="first-error"),
         pytest.param(done(Outcome.BLOCKED), History(failures=2), 1.0, 240, id="third-failure"),
         pytest.param(done(Outcome.BLOCKED), History(failures=2), 0.5, 480, id="failure-sick"),

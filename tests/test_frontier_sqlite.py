@@ -90,5 +90,7 @@ async def test_the_file_shares_a_database_with_other_tables(tmp_path: Path) -> N
     async with SQLiteFrontier(f"sqlite:///{path}") as frontier:
         await frontier.add([Entry("https://a.test/1")])
     with sqlite3.connect(path) as conn:
-        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        tables = {
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
     assert tables == {"products", "frontier_entries", "frontier_domains"}

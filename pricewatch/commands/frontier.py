@@ -46,7 +46,8 @@ def counts_table(rows: Sequence[DomainCounts]) -> str:
 
     def line(row: Sequence[str]) -> str:
         return "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
         )
 
     body = [line(COLUMNS), line(["-" * w for w in widths]), *map(line, cells)]

@@ -21,7 +21,6 @@ mid-crawl (a restart, a timeout): :class:`FrontierConnectionLost`, retryable.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -52,7 +51,7 @@ from pricewatch.frontier.base import (
 )
 from pricewatch.frontier.keys import Keys, entry_id
 from pricewatch.frontier.scoring import SUCCESSES, History, transition
-from pricewatch.frontier.sqlite import valid_entries
+from pricewatch.frontier.sqlite import domain_of, valid_entries
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
@@ -178,7 +177,7 @@ class RedisFrontier(Frontier):
     async def _guard(self) -> AsyncIterator[None]:
         try:
             yield
-        except (RedisConnectionError, RedisTimeoutError, OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, RedisConnectionError, RedisTimeoutError, OSError) as exc:
             raise FrontierConnectionLost(
                 f"lost the Redis frontier at {self.masked_url}: {exc}"
             ) from exc
@@ -244,7 +243,9 @@ class RedisFrontier(Frontier):
         until = float(deadline)
         leases = []
         for row in rows:
-            (_id, token, url, domain, sku, imp, attempts, fails, gone, checks, changes, seen, h) = row
+            (_id, token, url, domain, sku, imp, attempts, fails, gone, checks, changes, seen, h) = (
+                row
+            )
             leases.append(
                 Lease(
                     url=url,
@@ -310,9 +311,7 @@ class RedisFrontier(Frontier):
         total = 0
         async with self._guard():
             while True:
-                reaped, malformed = await self._script(
-                    "reap", REAP_LIMIT, self.policy.max_attempts
-                )
+                reaped, malformed = await self._script("reap", REAP_LIMIT, self.policy.max_attempts)
                 self._log_malformed(malformed, "reap")
                 total += int(reaped)
                 if int(reaped) < REAP_LIMIT:
@@ -329,7 +328,7 @@ class RedisFrontier(Frontier):
     async def counts(self) -> list[DomainCounts]:
         keys = self.keys
         async with self._guard():
-            domains = sorted(await self.client.smembers(keys.domains))
+            domains: list[str] = sorted(await self.client.smembers(keys.domains))  # type: ignore[arg-type]
             now = await self._now()
             pipe = self.client.pipeline(transaction=False)
             for domain in domains:
@@ -371,13 +370,16 @@ class RedisFrontier(Frontier):
         return max(min(candidates) - now, 0.0)
 
     async def entry(self, url: str) -> EntryInfo | None:
+        domain = domain_of(url)
+        if domain is None:
+            return None
         async with self._guard():
-            row = await self._script("entry", entry_id(url))
+            row = await self._script("entry", entry_id(url), domain)
         if not row:
             return None
         if row[0] == "malformed":
-            return EntryInfo(url=url, domain="", state="malformed", due_at=0.0)
-        state, due, url, domain, sku, imp, attempts, fails, gone, checks, changes, seen = row
+            return EntryInfo(url=url, domain=domain, state="malformed", due_at=0.0)
+        state, due, url, sku, imp, attempts, fails, gone, checks, changes, seen = row
         return EntryInfo(
             url=url,
             domain=domain,

@@ -417,7 +417,8 @@ class SQLiteFrontier(Frontier):
         until = time.time() + max(seconds, 0.0)
         conn.execute(
             "INSERT INTO frontier_domains (domain, paused_until) VALUES (?, ?) "
-            "ON CONFLICT (domain) DO UPDATE SET paused_until = max(paused_until, excluded.paused_until)",
+            "ON CONFLICT (domain) DO UPDATE SET "
+            "paused_until = max(paused_until, excluded.paused_until)",
             (domain, until),
         )
 
@@ -438,7 +439,9 @@ class SQLiteFrontier(Frontier):
             )
             .fetchall()
         )
-        return [DomainCounts(d, due, sched, infl, ret, dead) for d, due, sched, infl, ret, dead in rows]
+        return [
+            DomainCounts(d, due, sched, infl, ret, dead) for d, due, sched, infl, ret, dead in rows
+        ]
 
     async def next_due_in(self) -> float | None:
         return await self._run(self._next_due_sync)

@@ -12,7 +12,7 @@ for _, item in ipairs(cjson.decode(ARGV[2])) do
     if redis.call('HEXISTS', K_MALFORMED, id) == 1 then
       malformed[#malformed + 1] = id
     else
-      redis.call('HSET', K_ENTRIES, id, encode({url, d, sku, importance, 0, 0, 0, 0, 0, now}))
+      redis.call('HSET', K_ENTRIES, id, encode({url, sku, importance, 0, 0, 0, 0, 0, math.ceil(now)}))
       redis.call('ZADD', sched_key(d), now, id)
       touched[d] = true
       new = new + 1
@@ -21,12 +21,12 @@ for _, item in ipairs(cjson.decode(ARGV[2])) do
     local rec = decode(raw)
     if rec == nil then
       malformed[#malformed + 1] = id
-    elseif rec[1] ~= url then
+    elseif rec[URL] ~= url then
       collided[#collided + 1] = url
     else
-      if sku ~= '' then rec[3] = sku end
-      rec[4] = importance
-      rec[10] = now
+      if sku ~= '' then rec[SKU] = sku end
+      rec[IMPORTANCE] = importance
+      rec[SEEN] = math.ceil(now)
       redis.call('HSET', K_ENTRIES, id, encode(rec))
     end
   end

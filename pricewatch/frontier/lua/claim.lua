@@ -15,17 +15,21 @@ reap(now, reap_limit, max_attempts, malformed)
 local deadline = now + ttl
 
 local active = {}
-for _, d in ipairs(redis.call('ZRANGEBYSCORE', K_READY, '-inf', now, 'LIMIT', 0, scan_limit)) do
-  local paused = tonumber(redis.call('HGET', K_PAUSED, d) or '0') or 0
-  if paused > now then
-    refresh(d, now)
-  else
-    local room = n
-    if cap > 0 then
-      local busy = tonumber(redis.call('HGET', K_DOMAIN_INFLIGHT, d) or '0') or 0
-      room = math.min(n, cap - busy)
+local due_domains = redis.call('ZRANGEBYSCORE', K_READY, '-inf', now, 'LIMIT', 0, scan_limit)
+if #due_domains > 0 then
+  local pauses = redis.call('HMGET', K_PAUSED, unpack(due_domains))
+  local busy = redis.call('HMGET', K_DOMAIN_INFLIGHT, unpack(due_domains))
+  local health = redis.call('HMGET', K_HEALTH, unpack(due_domains))
+  for i, d in ipairs(due_domains) do
+    if (tonumber(pauses[i] or '0') or 0) > now then
+      refresh(d, now)
+    else
+      local room = n
+      if cap > 0 then room = math.min(n, cap - (tonumber(busy[i] or '0') or 0)) end
+      if room > 0 then
+        active[#active + 1] = {d = d, room = room, taken = {}, health = health[i] or '1'}
+      end
     end
-    if room > 0 then active[#active + 1] = {d = d, room = room, taken = {}} end
   end
 end
 
@@ -74,7 +78,6 @@ local leases = {}
 for _, a in ipairs(active) do
   if #a.taken > 0 then
     redis.call('HINCRBY', K_DOMAIN_INFLIGHT, a.d, #a.taken)
-    a.health = redis.call('HGET', K_HEALTH, a.d) or '1'
     refresh(a.d, now)
   end
 end
@@ -86,8 +89,9 @@ while more do
     if t then
       more = true
       local rec = t[3]
-      leases[#leases + 1] = {t[1], t[2], rec[1], a.d, rec[3], fmt(rec[4]), rec[5], rec[6],
-        rec[7], rec[8], rec[9], fmt(rec[10]), a.health}
+      leases[#leases + 1] = {t[1], t[2], rec[URL], a.d, rec[SKU], fmt(rec[IMPORTANCE]),
+        rec[ATTEMPTS], rec[FAILURES], rec[GONE], rec[CHECKS], rec[CHANGES], fmt(rec[SEEN]),
+        a.health}
     end
   end
   depth = depth + 1

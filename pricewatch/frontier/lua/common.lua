@@ -16,15 +16,17 @@ local function retired_key(d) return PREFIX .. 'retired:' .. d end
 local function dead_key(d) return PREFIX .. 'dead:' .. d end
 local function fmt(x) return string.format('%.6f', x) end
 
--- A record is a msgpack array:
--- {url, domain, sku, importance, attempts, failures, gone, checks, changes, seen_at}
+-- A record is a msgpack array (its domain is the key of the set holding its id):
+-- {url, sku, importance, attempts, failures, gone, checks, changes, seen_at}; seen_at is in
+-- whole seconds, rounded up (so "unseen for N seconds" never fires early)
+local URL, SKU, IMPORTANCE, ATTEMPTS, FAILURES, GONE, CHECKS, CHANGES, SEEN = 1, 2, 3, 4, 5, 6, 7, 8, 9
+
 local function decode(raw)
   if not raw then return nil end
   local ok, rec = pcall(cmsgpack.unpack, raw)
   if not ok or type(rec) ~= 'table' then return nil end
-  if type(rec[1]) ~= 'string' or type(rec[2]) ~= 'string' or rec[2] == '' then return nil end
-  if type(rec[3]) ~= 'string' then return nil end
-  for i = 4, 10 do
+  if type(rec[URL]) ~= 'string' or rec[URL] == '' or type(rec[SKU]) ~= 'string' then return nil end
+  for i = IMPORTANCE, SEEN do
     if type(rec[i]) ~= 'number' then return nil end
   end
   return rec
@@ -76,21 +78,21 @@ local function reap(now, limit, max_attempts, malformed)
   for _, id in ipairs(ids) do
     redis.call('ZREM', K_INFLIGHT, id)
     local v = redis.call('HGET', K_LEASES, id)
-    local due = now
+    local due, d = now, nil
     if v then
       redis.call('HDEL', K_LEASES, id)
       local _, ldue, ld = parse_lease(v)
       if ldue then due = ldue end
+      d = ld
       release_slot(ld)
     end
     local raw = redis.call('HGET', K_ENTRIES, id)
     local rec = decode(raw)
-    if rec == nil then
+    if rec == nil or not d or d == '' then
       if raw then quarantine(id, raw, malformed) end
     else
-      local d = rec[2]
-      rec[5] = rec[5] + 1
-      if rec[5] >= max_attempts then
+      rec[ATTEMPTS] = rec[ATTEMPTS] + 1
+      if rec[ATTEMPTS] >= max_attempts then
         redis.call('ZADD', dead_key(d), now, id)
       else
         redis.call('ZADD', sched_key(d), due, id)

@@ -39,9 +39,9 @@ for j, id in ipairs(mine) do
     if raws[j] then quarantine(id, raws[j], malformed) end
   else
     local item, d = where[j], doms[j]
-    rec[5] = 0
-    rec[6], rec[7], rec[8], rec[9] = item[4], item[5], item[6], item[7]
-    if item[8] == 1 then rec[10] = now end
+    rec[ATTEMPTS] = 0
+    rec[FAILURES], rec[GONE], rec[CHECKS], rec[CHANGES] = item[4], item[5], item[6], item[7]
+    if item[8] == 1 then rec[SEEN] = math.ceil(now) end
     hargs[#hargs + 1] = id
     hargs[#hargs + 1] = encode(rec)
     local target = sched

@@ -1,10 +1,9 @@
--- entry: ARGV = prefix, id. Returns {} when unknown, {'malformed'} when set aside, else
--- {state, due, url, domain, sku, importance, attempts, failures, gone, checks, changes, seen_at}.
-local id = ARGV[2]
+-- entry: ARGV = prefix, id, domain. Returns {} when unknown, {'malformed'} when set aside,
+-- else {state, due, url, sku, importance, attempts, failures, gone, checks, changes, seen_at}.
+local id, d = ARGV[2], ARGV[3]
 if redis.call('HEXISTS', K_MALFORMED, id) == 1 then return {'malformed'} end
 local rec = decode(redis.call('HGET', K_ENTRIES, id))
 if rec == nil then return {} end
-local d = rec[2]
 local state, due = 'orphan', 0
 local v = redis.call('HGET', K_LEASES, id)
 if v then
@@ -24,5 +23,5 @@ else
     end
   end
 end
-return {state, fmt(due), rec[1], d, rec[3], fmt(rec[4]), rec[5], rec[6], rec[7], rec[8],
-  rec[9], fmt(rec[10])}
+return {state, fmt(due), rec[URL], rec[SKU], fmt(rec[IMPORTANCE]), rec[ATTEMPTS], rec[FAILURES],
+  rec[GONE], rec[CHECKS], rec[CHANGES], fmt(rec[SEEN])}

@@ -11,7 +11,7 @@ for _, key in ipairs({retired_key(d), dead_key(d)}) do
     if rec == nil then
       if raw then quarantine(id, raw, malformed) end
     else
-      rec[5], rec[6], rec[7], rec[10] = 0, 0, 0, now
+      rec[ATTEMPTS], rec[FAILURES], rec[GONE], rec[SEEN] = 0, 0, 0, math.ceil(now)
       redis.call('HSET', K_ENTRIES, id, encode(rec))
       redis.call('ZADD', sched_key(d), now, id)
       moved = moved + 1

@@ -1,0 +1,301 @@
+"""Benchmark the Redis frontier against a scrapy-redis-style queue on the same Redis.
+
+    .venv/bin/python bench/frontier.py                 # 1M SKUs, 200k claim+complete
+    .venv/bin/python bench/frontier.py --skus 100000   # smaller
+
+Measures, on one dedicated Redis database (``--redis``, default db 15, which must be
+empty; every key written is deleted afterwards):
+
+- memory per scheduled SKU (``INFO memory`` used_memory delta, and the ``MEMORY USAGE``
+  of the keys) after adding ``--skus`` product URLs of ~80 characters over ``--domains``
+  shops;
+- claim+complete throughput from one process: batches of ``--batch`` claimed, then
+  completed in one call each; "sequential" waits for each complete before the next
+  claim, "overlapped" keeps one claim and one complete in flight (as a crawl does);
+- the same for a scrapy-redis-style priority queue, written here as scrapy-redis does it:
+  requests serialised with pickle into one ZSET (``ZADD``), popped with ``ZRANGE 0 0`` +
+  ``ZREMRANGEBYRANK 0 0`` in a MULTI, one request per round trip, plus its dupefilter SET
+  of request fingerprints; a recurring schedule pushes each request back after the fetch.
+  It is also run with 500 pops per pipeline, its best case.
+
+and optionally (``--sqlite``) the SQLite frontier's claim+complete throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import pickle
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import redis.asyncio as aioredis  # noqa: E402
+from scrapy import Request  # noqa: E402
+from scrapy.utils.request import fingerprint  # noqa: E402
+
+from pricewatch.frontier import Completion, Entry, Frontier, SchedulePolicy  # noqa: E402
+from pricewatch.frontier.redis import RedisFrontier  # noqa: E402
+from pricewatch.frontier.sqlite import SQLiteFrontier  # noqa: E402
+from pricewatch.outcomes import Outcome  # noqa: E402
+
+NAMESPACE = "bench"
+BASELINE_QUEUE = "bench:requests"
+BASELINE_DUPEFILTER = "bench:dupefilter"
+
+
+def sku_url(i: int, domains: int) -> str:
+    """A product URL of about 80 characters."""
+    shop = f"https://www.shop{i % domains:04d}-example.com"
+    return f"{shop}/products/kitchen/steel-kettle-1-7l-{i:09d}.html"
+
+
+def entries(n: int, domains: int) -> list[Entry]:
+    return [Entry(sku_url(i, domains), sku=f"SKU{i:09d}") for i in range(n)]
+
+
+async def used_memory(client: aioredis.Redis) -> int:
+    info = await client.info("memory")
+    return int(info["used_memory"])
+
+
+async def delete_matching(client: aioredis.Redis, pattern: str) -> None:
+    batch: list[bytes] = []
+    async for key in client.scan_iter(match=pattern, count=1000):
+        batch.append(key)
+        if len(batch) >= 500:
+            await client.delete(*batch)  # not UNLINK: memory is measured next
+            batch.clear()
+    if batch:
+        await client.delete(*batch)  # not UNLINK: memory is measured next
+
+
+async def keys_usage(client: aioredis.Redis, pattern: str) -> int:
+    total = 0
+    async for key in client.scan_iter(match=pattern, count=1000):
+        total += int(await client.memory_usage(key, samples=0) or 0)
+    return total
+
+
+async def frontier_throughput(frontier: Frontier, ops: int, batch: int, overlap: bool) -> float:
+    """SKUs claimed and completed per second."""
+    done = 0
+    started = time.perf_counter()
+    if not overlap:
+        while done < ops:
+            leases = await frontier.claim(min(batch, ops - done))
+            if not leases:
+                break
+            done += await frontier.complete([Completion(lease, Outcome.OK) for lease in leases])
+        return done / (time.perf_counter() - started)
+    pending: asyncio.Task[int] | None = None
+    claimed = 0
+    while claimed < ops:
+        leases = await frontier.claim(min(batch, ops - claimed))
+        if not leases:
+            break
+        claimed += len(leases)
+        if pending is not None:
+            done += await pending
+        pending = asyncio.create_task(
+            frontier.complete([Completion(lease, Outcome.OK) for lease in leases])
+        )
+    if pending is not None:
+        done += await pending
+    return done / (time.perf_counter() - started)
+
+
+def request_blob(url: str, sku: str) -> tuple[bytes, str]:
+    request = Request(url, meta={"sku": sku}, priority=0)
+    return pickle.dumps(request.to_dict(), protocol=-1), fingerprint(request).hex()
+
+
+async def baseline_fill(client: aioredis.Redis, skus: list[Entry]) -> None:
+    pipe = client.pipeline(transaction=False)
+    for i, entry in enumerate(skus):
+        blob, fp = request_blob(entry.url, entry.sku or "")
+        pipe.sadd(BASELINE_DUPEFILTER, fp)
+        pipe.zadd(BASELINE_QUEUE, {blob: 0})
+        if i % 5000 == 4999:
+            await pipe.execute()
+    await pipe.execute()
+
+
+async def baseline_pop_one(client: aioredis.Redis) -> bytes | None:
+    pipe = client.pipeline(transaction=True)
+    pipe.zrange(BASELINE_QUEUE, 0, 0)
+    pipe.zremrangebyrank(BASELINE_QUEUE, 0, 0)
+    results, _count = await pipe.execute()
+    return results[0] if results else None
+
+
+async def baseline_throughput(client: aioredis.Redis, ops: int, per_pipeline: int) -> float:
+    """Requests popped, unpickled and pushed back per second (a recurring schedule)."""
+    done = 0
+    started = time.perf_counter()
+    while done < ops:
+        if per_pipeline == 1:
+            blobs = [await baseline_pop_one(client)]
+        else:
+            pipe = client.pipeline(transaction=True)  # one MULTI around all the pops
+            for _ in range(per_pipeline):
+                pipe.zrange(BASELINE_QUEUE, 0, 0)
+                pipe.zremrangebyrank(BASELINE_QUEUE, 0, 0)
+            replies = await pipe.execute()
+            blobs = [r[0] if r else None for r in replies[0::2]]
+        back = client.pipeline(transaction=False)
+        for blob in blobs:
+            if blob is None:
+                continue
+            request = pickle.loads(blob)
+            back.zadd(BASELINE_QUEUE, {pickle.dumps(request, protocol=-1): request["priority"]})
+            done += 1
+        await back.execute()
+    return done / (time.perf_counter() - started)
+
+
+async def timed(label: str, coro: Coroutine[Any, Any, float]) -> float:
+    print(f"  {label} ...", file=sys.stderr, flush=True)
+    return await coro
+
+
+async def main(args: argparse.Namespace) -> None:
+    client = aioredis.from_url(args.redis)
+    if await client.dbsize():
+        sys.exit(f"{args.redis} is not empty: give --redis a dedicated, empty database")
+    skus = entries(args.skus, args.domains)
+    mean_url = sum(len(e.url) for e in skus[:1000]) / min(len(skus), 1000)
+    ops = min(args.ops, args.skus)
+    results: dict[str, Any] = {}
+    policy = SchedulePolicy(interval=3600)
+    frontier = RedisFrontier(f"{args.redis}?namespace={NAMESPACE}", policy)
+    await frontier.open()
+    try:
+        print(f"pricewatch Redis frontier: adding {args.skus:,} SKUs", file=sys.stderr)
+        before = await used_memory(client)
+        started = time.perf_counter()
+        await frontier.add(skus)
+        results["add_rate"] = args.skus / (time.perf_counter() - started)
+        results["mem"] = (await used_memory(client) - before) / args.skus
+        results["mem_keys"] = await keys_usage(client, frontier.keys.pattern) / args.skus
+        results["seq"] = await timed(
+            "sequential", frontier_throughput(frontier, ops // 2, args.batch, overlap=False)
+        )
+        results["overlap"] = await timed(
+            "overlapped", frontier_throughput(frontier, ops // 2, args.batch, overlap=True)
+        )
+    finally:
+        await frontier.close()
+        await delete_matching(client, f"pricewatch:{{{NAMESPACE}}}:*")
+
+    try:
+        print(f"scrapy-redis-style queue: pushing {args.skus:,} requests", file=sys.stderr)
+        before = await used_memory(client)
+        await baseline_fill(client, skus)
+        results["base_mem"] = (await used_memory(client) - before) / args.skus
+        results["base_mem_keys"] = await keys_usage(client, "bench:*") / args.skus
+        results["base_one"] = await timed(
+            "one pop per round trip", baseline_throughput(client, min(ops, 20_000), 1)
+        )
+        results["base_batch"] = await timed(
+            "500 pops per pipeline", baseline_throughput(client, ops // 2, 500)
+        )
+    finally:
+        await delete_matching(client, "bench:*")
+        await client.aclose()
+
+    if args.sqlite:
+        with tempfile.TemporaryDirectory() as tmp:
+            sqlite = SQLiteFrontier(f"sqlite:///{os.path.join(tmp, 'f.db')}", policy)
+            await sqlite.open()
+            try:
+                n = min(args.skus, 100_000)
+                started = time.perf_counter()
+                await sqlite.add(skus[:n])
+                results["sqlite_add"] = n / (time.perf_counter() - started)
+                results["sqlite"] = await timed(
+                    "sqlite sequential",
+                    frontier_throughput(sqlite, min(ops, n) // 2, args.batch, overlap=False),
+                )
+            finally:
+                await sqlite.close()
+
+    report(args, mean_url, ops, results)
+
+
+def report(args: argparse.Namespace, mean_url: float, ops: int, r: dict[str, Any]) -> None:
+    print(
+        f"\n{args.skus:,} SKUs over {args.domains} domains, URLs of {mean_url:.0f} characters, "
+        f"batches of {args.batch}, {ops:,} claim+complete\n"
+    )
+    rows = [
+        ("", "pricewatch Redis frontier", "scrapy-redis-style ZSET", "ratio"),
+        (
+            "memory per SKU (used_memory)",
+            f"{r['mem']:,.0f} B",
+            f"{r['base_mem']:,.0f} B",
+            f"{r['base_mem'] / r['mem']:.1f}x less",
+        ),
+        (
+            "memory per SKU (MEMORY USAGE)",
+            f"{r['mem_keys']:,.0f} B",
+            f"{r['base_mem_keys']:,.0f} B",
+            f"{r['base_mem_keys'] / r['mem_keys']:.1f}x less",
+        ),
+        (
+            "claim+complete / pop+push, SKUs/s",
+            f"{r['overlap']:,.0f} (overlapped)",
+            f"{r['base_one']:,.0f} (one per trip)",
+            f"{r['overlap'] / r['base_one']:.1f}x",
+        ),
+        (
+            "  sequential / batched",
+            f"{r['seq']:,.0f} (sequential)",
+            f"{r['base_batch']:,.0f} (500 per pipeline)",
+            f"{r['seq'] / r['base_batch']:.1f}x",
+        ),
+        ("add (seed), SKUs/s", f"{r['add_rate']:,.0f}", "", ""),
+    ]
+    if "sqlite" in r:
+        rows.append(
+            (
+                "SQLite frontier, SKUs/s",
+                f"{r['sqlite']:,.0f} claim+complete",
+                f"{r['sqlite_add']:,.0f} add",
+                "",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    print(
+        "\nThe scrapy-redis-style queue is lossy (a popped request is gone if its worker dies) "
+        "and grows its dupefilter forever; the frontier leases and reschedules."
+    )
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--skus", type=int, default=1_000_000, help="SKUs scheduled")
+    parser.add_argument("--ops", type=int, default=200_000, help="SKUs claimed+completed")
+    parser.add_argument("--batch", type=int, default=500, help="SKUs per claim")
+    parser.add_argument("--domains", type=int, default=100, help="shops")
+    parser.add_argument(
+        "--redis", default="redis://127.0.0.1:6379/15", help="a dedicated, empty Redis db"
+    )
+    parser.add_argument("--sqlite", action="store_true", help="also time the SQLite frontier")
+    return parser.parse_args(argv)
+
+
+def run(entry: Callable[[argparse.Namespace], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(entry(parse_args()))
+
+
+if __name__ == "__main__":
+    run(main)
