@@ -68,7 +68,8 @@ _NAME_REGULAR = re.compile(
     re.I,
 )
 _NAME_REGULAR_STRONG = re.compile(
-    r"old|was|strike|crossed|before|rrp|uvp|msrp|compare|former|previous|through", re.I
+    r"old|was|strike|crossed|before|rrp|uvp|msrp|compare|former|previous|through|original",
+    re.I,
 )
 _NAME_EXCLUDE = re.compile(
     r"unit-?price|per-?unit|base-?price|basic-?price|grundpreis|installment|instalment|"
@@ -105,6 +106,7 @@ _SKIP_TAGS = frozenset(
 )
 _SUP_CENTS = re.compile(r"^\d{2}$")
 _DIGIT = re.compile(r"\d")
+_BARE_NUMBER = re.compile(r"^\s*\d[\d.,' \u00a0]*\s*$")
 _NUMBER = re.compile(r"\d(?:[\d.,' \u00a0]*\d)?")
 _MAX_TEXT = 48
 _GOOD_SCORE = 6.0
@@ -138,6 +140,7 @@ class VisibleReading:
     strong: bool = False
     title: str | None = None
     amounts: set[Decimal] = field(default_factory=set)
+    regular_amounts: set[Decimal] = field(default_factory=set)
     score: float = 0.0
     scanned: bool = False
     sku: str | None = None
@@ -269,11 +272,23 @@ def _score(el: Any, text: str, level: int, order: int) -> _Cand | None:
     parent = el.getparent()
     if tag in _EMPHASIS_TAGS or (parent is not None and parent.tag in _EMPHASIS_TAGS):
         score += 1
-    if "font-size" in style or "bold" in style:
-        score += 0.5
+    if style:
+        score += _style_emphasis(style)
     # Nearness to the title: the scan's level is how far it climbed from the <h1>.
     score += max(0.0, 4.0 - level)
     return _Cand(amount, text, currency, score, regular, level, order, el)
+
+
+_FONT_PX = re.compile(r"font(?:-size)?\s*:[^;]*?(\d+(?:\.\d+)?)px", re.I)
+
+
+def _style_emphasis(style: str) -> float:
+    """Inline emphasis: bold, and a large font size."""
+    bonus = 0.5 if "bold" in style else 0.0
+    match = _FONT_PX.search(style)
+    if match and float(match.group(1)) >= 18:
+        bonus += 1.5
+    return bonus
 
 
 def _currency_mark(text: str) -> str | None:
@@ -310,9 +325,15 @@ def _scan_subtree(sub: Any, level: int, scan: _Scan) -> None:
             own = _own_text(el)
             if own and _DIGIT.search(own):
                 scan.priced.append((level, scan.order, el, own))
-        elif text and len(text) < 60 and _CURRENCY_RE.search(text) and _DIGIT.search(text):
-            own = _own_text(el) or " ".join(text.split())
-            scan.priced.append((level, scan.order, el, own))
+        elif text and len(text) < 60 and _DIGIT.search(text):
+            if _CURRENCY_RE.search(text):
+                own = _own_text(el) or " ".join(text.split())
+                scan.priced.append((level, scan.order, el, own))
+            elif _BARE_NUMBER.match(text) and len(el) == 0:
+                mark = _neighbour_currency(el)
+                if mark:
+                    # "<b>2320</b><span>元</span>": the sign sits in the next element.
+                    scan.priced.append((level, scan.order, el, f"{text.strip()} {mark}"))
         if text and len(text) <= 70 and looks_like_label(text):
             code = code_from_label(text, _following_text(el))
             if code:
@@ -324,6 +345,28 @@ def _scan_subtree(sub: Any, level: int, scan: _Scan) -> None:
                 own = _own_text(parent)
                 if own and _DIGIT.search(own):
                     scan.priced.append((level, scan.order, parent, own))
+
+
+def _neighbour_currency(el: Any) -> str | None:
+    """A currency sign written just before or after ``el``, outside it."""
+    around = [el.tail or ""]
+    nxt = el.getnext()
+    if nxt is not None and not (el.tail or "").strip():
+        around.append(nxt.text or "")
+    prev = el.getprevious()
+    if prev is not None:
+        around.append(prev.tail if prev.tail and prev.tail.strip() else (prev.text or ""))
+    else:
+        parent = el.getparent()
+        if parent is not None:
+            around.append(parent.text or "")
+    for text in around:
+        text = text.strip()
+        if text and len(text) <= 6:
+            match = _CURRENCY_RE.search(text)
+            if match:
+                return match.group(0)
+    return None
 
 
 def _following_text(el: Any) -> str | None:
@@ -469,6 +512,7 @@ def _choose(reading: VisibleReading, cands: list[_Cand], hints: tuple[str | None
     for cand in cands:
         if cand.regular:
             regulars.append(cand)
+            reading.regular_amounts.add(cand.amount)
             continue
         by_amount.setdefault(cand.amount, []).append(cand)
         reading.amounts.add(cand.amount)
@@ -477,6 +521,12 @@ def _choose(reading: VisibleReading, cands: list[_Cand], hints: tuple[str | None
     # The first plausible price after the title is the product's more often than not.
     plausible = [c for c in cands if not c.regular and c.score >= _FIRST_MIN]
     first = min(plausible, key=lambda c: (c.level, c.order)) if plausible else None
+    # "was X, now Y": a price right after a higher struck-through price is the current one.
+    for cand in cands:
+        if not cand.regular and any(
+            r.amount > cand.amount and 0 < cand.order - r.order <= 8 for r in regulars
+        ):
+            cand.score += 1.0
     ranked = []
     for amount, group in by_amount.items():
         best = max(group, key=lambda c: (c.score, -c.level, -c.order))

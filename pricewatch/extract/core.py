@@ -131,7 +131,7 @@ def _extract(
     priced = [c for c in structured if c.price is not None]
     if ruled is not None and ruled.price is not None:
         visible = VisibleReading()
-    elif priced and _markup_price_shown(body, priced, scripts):
+    elif priced and _markup_price_shown(body, priced):
         visible = VisibleReading()
         visible.amounts = {c.price for c in priced if c.price is not None}
     else:
@@ -162,9 +162,16 @@ def _price_wholes(price: Decimal) -> tuple[list[str], str]:
     return sorted(wholes), frac
 
 
-def _count_shown(data: bytes, price: Decimal, enough: int = 1 << 30) -> int:
-    """How often ``price`` is written as a standalone number in ``data`` (UTF-8); stops
-    counting at ``enough``."""
+_REGULAR_CONTEXT = re.compile(
+    rb"<(?:del|s|strike)[\s>]|line-through|"
+    rb"class=\"[^\"]*(?:old|was|original|regular|strike|crossed|before|rrp|uvp|msrp|compare|"
+    rb"list-?price|former|previous)",
+    re.I,
+)
+
+
+def _occurrences(data: bytes, price: Decimal, limit: int = 40) -> list[int]:
+    """Start offsets of ``price`` written as a standalone number in ``data`` (UTF-8)."""
     wholes, frac = _price_wholes(price)
     needles = []
     for whole in wholes:
@@ -173,10 +180,10 @@ def _count_shown(data: bytes, price: Decimal, enough: int = 1 << 30) -> int:
             needles += [f"{whole}{sep}{f}".encode() for sep in ".," for f in fracs]
         else:
             needles.append(whole.encode())
-    count = 0
+    found: list[int] = []
     for needle in needles:
         start = data.find(needle)
-        while start != -1:
+        while start != -1 and len(found) < limit:
             end = start + len(needle)
             after = data[end : end + 3]
             if (start == 0 or data[start - 1] not in _NUMBER_BYTES) and not after[:1].isdigit():
@@ -184,24 +191,34 @@ def _count_shown(data: bytes, price: Decimal, enough: int = 1 << 30) -> int:
                 if frac or not (
                     after[:1] in (b".", b",") and after[1:2].isdigit() and after[1:3] != b"00"
                 ):
-                    count += 1
-                    if count >= enough:
-                        return count
+                    found.append(start)
             start = data.find(needle, end)
-    return count
+    return found
 
 
-def _markup_price_shown(body: bytes | str, priced: list[Candidate], scripts: list[str]) -> bool:
-    """Whether the page holds the first markup price outside its JSON-LD and markup
-    attributes (a cheap check that spares the visible scan when they plainly agree)."""
+def _markup_price_shown(body: bytes | str, priced: list[Candidate]) -> bool:
+    """Whether the page shows the first markup price as text, not only in data, attributes
+    or a list-price/strike-through context: a cheap check that spares the visible scan
+    when markup and page plainly agree."""
     price = priced[0].price
     if price is None:
         return False
     data = body.encode("utf-8", "replace") if isinstance(body, str) else body
-    in_ld = sum(_count_shown(script.encode("utf-8", "replace"), price) for script in scripts)
-    in_attributes = sum(1 for c in priced if c.source != "jsonld" and c.price == price)
-    expected = in_ld + in_attributes
-    return _count_shown(data, price, expected + 1) > expected
+    for start in _occurrences(data, price):
+        window = data[max(0, start - 240) : start]
+        tag_end = window.rfind(b">")
+        if tag_end == -1 or window.rfind(b"<") > tag_end:
+            continue  # inside a tag: an attribute value
+        prefix = window[tag_end + 1 :]
+        if len(prefix) > 24 or b"{" in prefix or b'"' in prefix or b"=" in prefix:
+            continue  # script data, not a text node
+        tag_start = window.rfind(b"<", 0, tag_end)
+        if window[tag_start : tag_start + 7].lower() in (b"<script", b"<style ", b"<style>"):
+            continue
+        if _REGULAR_CONTEXT.search(window[-160:]):
+            continue
+        return True
+    return False
 
 
 def _currency_hints(
@@ -318,6 +335,17 @@ def _check_against_visible(
     for other in priced[1:]:
         if other.price in shown:
             return other
+    if (
+        visible.strong
+        and chosen.price in visible.regular_amounts
+        and visible.price < chosen.price
+    ):
+        # The page shows the markup price as the struck-through list price next to a
+        # clearly lower current price: the markup is stale or gives the list price.
+        cand = visible.as_candidate()
+        if cand is not None:
+            cand.regular_price, cand.regular_price_text = chosen.price, chosen.price_text
+            return cand
     if visible.strong and all(c.price not in shown for c in priced):
         if any(_close(visible.price, alt) for alt in chosen.alternatives):
             cand = visible.as_candidate()
