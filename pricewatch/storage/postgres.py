@@ -168,10 +168,11 @@ _PRODUCT_COLUMNS = (
 )
 _LATEST = f"SELECT {_PRODUCT_COLUMNS} FROM products ORDER BY url"
 _LATEST_DOMAIN = f"SELECT {_PRODUCT_COLUMNS} FROM products WHERE domain = $1 ORDER BY url"
+# By url, or by the sku of the products (a UNION, so that both sides use an index).
 _HISTORY = """
 SELECT url, sku, price, currency, regular_price, availability, observed_at, raw_hash
 FROM price_changes
-WHERE url = $1 OR url IN (SELECT url FROM products WHERE sku = $1)
+WHERE url IN (SELECT $1::text UNION SELECT url FROM products WHERE sku = $1)
 ORDER BY observed_at, url
 """
 # The CSV of `scrapy prices --csv`: the same text as the SQLite store writes (canonical
