@@ -323,6 +323,10 @@ async def test_latest_streams_in_url_order_with_domain_filter(store: Store) -> N
         f"https://b.test/p/{i:05}" for i in range(3)
     ]
     assert await latest(store, "nowhere.test") == []
+    chunks: list[bytes] = []
+    assert await store.export_csv(chunks.append) == n + 3
+    assert len(chunks) > 1  # streamed, not built whole in memory
+    assert b"".join(chunks).count(b"\n") == n + 4
 
 
 async def test_history_by_sku(store: Store) -> None:
