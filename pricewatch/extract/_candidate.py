@@ -54,6 +54,8 @@ class Candidate:
     name: str | None = None
     # Alternative prices the same source offers (variants, other offers): evidence only.
     alternatives: list[Decimal] = field(default_factory=list)
+    # A price was given but is zero or junk: the offer's other claims are suspect too.
+    junk_price: bool = False
 
     def useful(self) -> bool:
         return self.price is not None or self.availability is not None or bool(self.sku)

@@ -161,6 +161,8 @@ def read_offer(offer: dict[str, Any], cand: Candidate) -> None:
     if regular is not None and cand.regular_price is None:
         cand.regular_price, cand.regular_price_text = regular, regular_text
     state = normalise_availability(offer.get("availability"))
+    if price is None and raw not in (None, ""):
+        state = None  # an offer with a zero or junk price says nothing about stock
     if cand.availability is None or state == "InStock":
         # A product is in stock when any of its offers is.
         cand.availability = state or cand.availability

@@ -74,6 +74,8 @@ def _fill(cand: Candidate, props: list[Any]) -> None:
         names = (el.get("itemprop") or "").split()
         for name in names:
             _apply(cand, name, el)
+    if cand.price is None and cand.junk_price:
+        cand.availability = None  # a zero or junk price says nothing about stock
 
 
 def _apply(cand: Candidate, name: str, el: Any) -> None:
@@ -81,6 +83,7 @@ def _apply(cand: Candidate, name: str, el: Any) -> None:
         raw = prop_value(el)
         price = parse_machine(raw)
         if price is None:
+            cand.junk_price = cand.junk_price or bool((raw or "").strip())
             return
         if _is_regular(el):
             if cand.regular_price is None:

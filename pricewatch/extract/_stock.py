@@ -53,7 +53,7 @@ BUY_PHRASES = (
     "pievienot grozam", "lägg i varukorgen", "læg i kurv", "legg i handlekurv",
     "lisää ostoskoriin", "в корзину", "купить", "до кошика", "sepete ekle",
     "カートに入れる", "加入购物车", "加入購物車", "장바구니", "أضف إلى", "أضف الى", "הוסף לסל",
-    "kaufen", "acheter", "buy", "add to order", "place bid", "make offer",
+    "acheter", "add to order", "place bid", "make offer", "購買", "购买", "購入", "구매",
 )
 
 _OUT_RE = re.compile("|".join(re.escape(p) for p in OUT_OF_STOCK_PHRASES), re.I)

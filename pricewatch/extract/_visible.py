@@ -52,7 +52,8 @@ _INTERESTING_NAME = re.compile(
 _NAME_PRICE = re.compile(r"price|preis|prix|prezzo|precio|preco|cena|amount", re.I)
 _NAME_STOCK = re.compile(r"stock|availab|inventory", re.I)
 _NAME_BUY = re.compile(
-    r"add-?to-?(?:cart|basket|bag)|add_to_(?:cart|basket)|buy-?now|buy-?button|btn-?buy|"
+    r"add-?to-?(?:cart|basket|bag)|add_to_(?:cart|basket)|buy[-_]?now|buy[-_]?b(?:utto)?n|"
+    r"btn[-_]?buy|"
     r"btn-?cart|buybox|addtocart|addtobasket|kaufen",
     re.I,
 )
@@ -381,8 +382,12 @@ def _following_text(el: Any) -> str | None:
 
 
 def _classify(el: Any, tag: str, names: str, level: int, scan: _Scan) -> None:
-    if tag in ("button", "input", "a") or _NAME_BUY.search(names):
+    named_buy = bool(_NAME_BUY.search(names))
+    if tag in ("button", "input", "a") or named_buy:
         if _buy_label(el, tag, scan):
+            return
+        if named_buy and not _short_text(el) and el.get("disabled") is None:
+            scan.buy = True  # an image button named "buy"/"add to cart"
             return
     if _NAME_STOCK.search(names):
         label = _short_text(el)

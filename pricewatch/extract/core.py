@@ -300,8 +300,11 @@ def decide(
         availability = "OutOfStock"
     if availability is None:
         availability = visible.availability
-    if availability is None and chosen.price is not None:
-        # A product page that shows a price and no stock warning sells the product.
+    if availability is None and (
+        chosen.price is not None or structured or visible.title or visible.buy_button
+    ):
+        # A product page (a price, product markup or a title) with no stock warning
+        # sells the product.
         availability = "InStock"
     currency = resolve_currency(chosen.currency_raw, hints)
     if currency is None and chosen.price is not None:
