@@ -480,3 +480,26 @@ async def test_next_due_in(make_frontier: MakeFrontier) -> None:
     assert await frontier.next_due_in() == pytest.approx(60, abs=2)
     await frontier.complete([Completion(lease, Outcome.OK)])
     assert await frontier.next_due_in() == pytest.approx(600, abs=2)
+
+
+# -- stats ----------------------------------------------------------------------------------
+
+
+async def test_stats_count_what_happened(make_frontier: MakeFrontier) -> None:
+    frontier = await make_frontier(lease_ttl=TTL, max_attempts=1, gone_limit=1)
+    await frontier.add(entries(urls("a.test", 4)))
+    ok, gone, *lost = await frontier.claim(4)
+    assert (
+        await frontier.complete([Completion(ok, Outcome.OK), Completion(gone, Outcome.GONE)]) == 2
+    )
+    assert await frontier.complete([Completion(ok, Outcome.OK)]) == 0
+    await asyncio.sleep(TTL + 0.1)
+    assert await frontier.reap() == len(lost) == 2
+    assert dict(+frontier.stats) == {  # (+ drops the zero counts)
+        "pricewatch/frontier/claimed": 4,
+        "pricewatch/frontier/completed": 2,
+        "pricewatch/frontier/stale": 1,
+        "pricewatch/frontier/retired": 1,
+        "pricewatch/frontier/reaped": 2,
+        "pricewatch/frontier/dead": 2,
+    }

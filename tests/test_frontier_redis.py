@@ -99,6 +99,7 @@ async def test_a_malformed_record_is_logged_and_set_aside(
     info = await frontier.entry("https://a.test/p/1")
     assert info is not None and info.state == "malformed"
     assert await frontier.malformed_count() == 1
+    assert frontier.stats["pricewatch/frontier/malformed"] == 1
     assert await client.hget(frontier.keys.malformed, bad) == b"\xc1 not msgpack"  # kept
     # Skipped for good: later claims neither hand it out nor log it again.
     caplog.clear()

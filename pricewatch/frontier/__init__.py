@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from pricewatch._urls import mask_password, scheme
 from pricewatch.frontier.base import (
+    STATS,
     Completion,
     DomainCounts,
     Entry,
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 __all__ = [
+    "STATS",
     "Completion",
     "DomainCounts",
     "Entry",

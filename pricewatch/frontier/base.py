@@ -8,6 +8,7 @@ a crash at any moment loses no SKU: an unacknowledged lease expires and is reape
 from __future__ import annotations
 
 import abc
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -132,10 +133,29 @@ class SchedulePolicy:
         return next_delay(self, completion, failures, velocity=velocity, health=health)
 
 
+STATS = (
+    "pricewatch/frontier/claimed",  # leases handed out
+    "pricewatch/frontier/completed",  # completions applied
+    "pricewatch/frontier/stale",  # completions ignored: the lease was no longer current
+    "pricewatch/frontier/retired",  # entries retired by a completion (gone, unseen)
+    "pricewatch/frontier/reaped",  # expired leases returned to the schedule
+    "pricewatch/frontier/dead",  # entries dead-lettered after too many expired leases
+    "pricewatch/frontier/malformed",  # undecodable records set aside (Redis)
+)
+
+
 class Frontier(abc.ABC):
     """A schedule of recurring fetches. All methods are coroutines; none blocks the loop."""
 
     url: str
+
+    @property
+    def stats(self) -> Counter[str]:
+        """What this frontier object did (names in :data:`STATS`), for the crawl's stats."""
+        counter: Counter[str] | None = self.__dict__.get("_stats")
+        if counter is None:
+            counter = self.__dict__["_stats"] = Counter()
+        return counter
 
     async def open(self) -> None:  # noqa: B027 - optional hook
         """Connect and create what is missing. Raises ``FrontierUnavailable`` with the

@@ -191,6 +191,7 @@ class RedisFrontier(Frontier):
         )
 
     def _log_malformed(self, ids: Sequence[str], where: str) -> None:
+        self.stats["pricewatch/frontier/malformed"] += len(ids)
         for id_ in ids:
             logger.warning(
                 "Frontier: malformed entry %s in %s (found by %s); set aside in %s",
@@ -229,7 +230,7 @@ class RedisFrontier(Frontier):
             return []
         policy = self.policy
         async with self._guard():
-            deadline, rows, malformed = await self._script(
+            deadline, rows, malformed, reaped, dead = await self._script(
                 "claim",
                 n,
                 repr(policy.lease_ttl),
@@ -240,6 +241,8 @@ class RedisFrontier(Frontier):
                 SCAN_LIMIT,
             )
         self._log_malformed(malformed, "claim")
+        self.stats["pricewatch/frontier/reaped"] += int(reaped)
+        self.stats["pricewatch/frontier/dead"] += int(dead)
         until = float(deadline)
         leases = []
         for row in rows:
@@ -263,6 +266,7 @@ class RedisFrontier(Frontier):
                     health=float(h),
                 )
             )
+        self.stats["pricewatch/frontier/claimed"] += len(leases)
         return leases
 
     async def complete(self, completions: Sequence[Completion]) -> int:
@@ -298,22 +302,28 @@ class RedisFrontier(Frontier):
         applied = 0
         async with self._guard():
             for start in range(0, len(items), COMPLETE_CHUNK):
-                done, malformed = await self._script(
-                    "complete",
-                    repr(policy.health_alpha),
-                    _json(items[start : start + COMPLETE_CHUNK]),
+                chunk = items[start : start + COMPLETE_CHUNK]
+                done, malformed, retired = await self._script(
+                    "complete", repr(policy.health_alpha), _json(chunk)
                 )
                 applied += int(done)
                 self._log_malformed(malformed, "complete")
+                self.stats["pricewatch/frontier/retired"] += int(retired)
+                self.stats["pricewatch/frontier/stale"] += len(chunk) - int(done) - len(malformed)
+        self.stats["pricewatch/frontier/completed"] += applied
         return applied
 
     async def reap(self) -> int:
         total = 0
         async with self._guard():
             while True:
-                reaped, malformed = await self._script("reap", REAP_LIMIT, self.policy.max_attempts)
+                reaped, malformed, dead = await self._script(
+                    "reap", REAP_LIMIT, self.policy.max_attempts
+                )
                 self._log_malformed(malformed, "reap")
                 total += int(reaped)
+                self.stats["pricewatch/frontier/reaped"] += int(reaped)
+                self.stats["pricewatch/frontier/dead"] += int(dead)
                 if int(reaped) < REAP_LIMIT:
                     return total
 

@@ -36,6 +36,7 @@ from pricewatch.frontier.base import (
     Entry,
     EntryInfo,
     Frontier,
+    FrontierConnectionLost,
     FrontierUnavailable,
     Lease,
     SchedulePolicy,
@@ -168,7 +169,11 @@ class SQLiteFrontier(Frontier):
         if self._executor is None:
             raise RuntimeError(f"frontier {self.url} is not open (call open() first)")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, fn, *args)
+        try:
+            return await loop.run_in_executor(self._executor, fn, *args)
+        except sqlite3.OperationalError as exc:
+            # Locked past the busy timeout, disk full, I/O error: retryable, nothing lost.
+            raise FrontierConnectionLost(f"SQLite frontier {self.url}: {exc}") from exc
 
     def _db(self) -> sqlite3.Connection:
         assert self._conn is not None
@@ -322,6 +327,7 @@ class SQLiteFrontier(Frontier):
             "UPDATE frontier_entries SET lease_token = ?, lease_until = ? WHERE url = ?",
             ((lease.token, deadline, lease.url) for lease in leases),
         )
+        self.stats["pricewatch/frontier/claimed"] += len(leases)
         return leases
 
     # -- complete ---------------------------------------------------------------------------
@@ -345,6 +351,7 @@ class SQLiteFrontier(Frontier):
                 (lease.url, lease.token),
             ).fetchone()
             if row is None:
+                self.stats["pricewatch/frontier/stale"] += 1
                 continue
             failures, gone, checks, changes, seen_at, domain = row
             if domain not in health_cache:
@@ -361,6 +368,7 @@ class SQLiteFrontier(Frontier):
             new = step.history
             if step.due_at is None:
                 state, due_at = "retired", now
+                self.stats["pricewatch/frontier/retired"] += 1
             else:
                 state, due_at = "scheduled", step.due_at
             conn.execute(
@@ -384,6 +392,7 @@ class SQLiteFrontier(Frontier):
             "UPDATE frontier_domains SET health = ? WHERE domain = ?",
             ((h, d) for d, h in health_cache.items()),
         )
+        self.stats["pricewatch/frontier/completed"] += applied
         return applied
 
     # -- reap -------------------------------------------------------------------------------
@@ -401,11 +410,13 @@ class SQLiteFrontier(Frontier):
         )
         reaped = cursor.rowcount
         if reaped:
-            conn.execute(
+            dead = conn.execute(
                 "UPDATE frontier_entries SET state = 'dead', state_reason = 'attempts' "
                 "WHERE state = 'scheduled' AND lease_token IS NULL AND attempts >= ?",
                 (self.policy.max_attempts,),
-            )
+            ).rowcount
+            self.stats["pricewatch/frontier/reaped"] += reaped
+            self.stats["pricewatch/frontier/dead"] += dead
         return int(reaped)
 
     # -- domains ----------------------------------------------------------------------------

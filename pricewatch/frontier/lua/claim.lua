@@ -4,14 +4,14 @@
 -- overdue entry, round-robin, skipping paused domains and domains at the in-flight cap; within
 -- a domain the most overdue first. Each moves from sched:<domain> to `inflight` (scored by the
 -- lease deadline) with a fresh token in `leases`.
--- Returns {deadline, leases, malformed ids}; each lease is {id, token, url, domain, sku,
--- importance, attempts, failures, gone, checks, changes, seen_at, health}.
+-- Returns {deadline, leases, malformed ids, reaped, dead-lettered}; each lease is {id, token,
+-- url, domain, sku, importance, attempts, failures, gone, checks, changes, seen_at, health}.
 local n, ttl, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local token_base, max_attempts = ARGV[5], tonumber(ARGV[6])
 local reap_limit, scan_limit = tonumber(ARGV[7]), tonumber(ARGV[8])
 local now = now_seconds()
 local malformed = {}
-reap(now, reap_limit, max_attempts, malformed)
+local reaped, dead = reap(now, reap_limit, max_attempts, malformed)
 local deadline = now + ttl
 
 local active = {}
@@ -96,4 +96,4 @@ while more do
   end
   depth = depth + 1
 end
-return {fmt(deadline), leases, malformed}
+return {fmt(deadline), leases, malformed, reaped, dead}

@@ -71,10 +71,12 @@ local function quarantine(id, raw, malformed)
 end
 
 -- Expired leases go back to their domain's schedule at their old (overdue) due time, with
--- one more attempt; at `max_attempts` they go to the domain's dead-letter set.
+-- one more attempt; at `max_attempts` they go to the domain's dead-letter set. Returns
+-- {reaped, dead}.
 local function reap(now, limit, max_attempts, malformed)
   local ids = redis.call('ZRANGEBYSCORE', K_INFLIGHT, '-inf', now, 'LIMIT', 0, limit)
   local touched = {}
+  local dead = 0
   for _, id in ipairs(ids) do
     redis.call('ZREM', K_INFLIGHT, id)
     local v = redis.call('HGET', K_LEASES, id)
@@ -94,6 +96,7 @@ local function reap(now, limit, max_attempts, malformed)
       rec[ATTEMPTS] = rec[ATTEMPTS] + 1
       if rec[ATTEMPTS] >= max_attempts then
         redis.call('ZADD', dead_key(d), now, id)
+        dead = dead + 1
       else
         redis.call('ZADD', sched_key(d), due, id)
         touched[d] = true
@@ -102,5 +105,5 @@ local function reap(now, limit, max_attempts, malformed)
     end
   end
   for d in pairs(touched) do refresh(d, now) end
-  return #ids
+  return #ids, dead
 end

@@ -2,13 +2,13 @@
 -- [id, token, delay (seconds from now; < 0 = retire), failures, gone, checks, changes,
 --  seen (1 = fetched fine now), health sample (< 0 = none)].
 -- A completion whose token is not the entry's current lease is ignored (as is a second
--- completion of the same lease). Returns {applied, malformed ids}.
+-- completion of the same lease). Returns {applied, malformed ids, retired}.
 local alpha = tonumber(ARGV[2])
 local now = now_seconds()
 local items = cjson.decode(ARGV[3])
 local ids = {}
 for j, item in ipairs(items) do ids[j] = item[1] end
-if #ids == 0 then return {0, {}} end
+if #ids == 0 then return {0, {}, 0} end
 local leases = redis.call('HMGET', K_LEASES, unpack(ids))
 local mine, where, doms, seen = {}, {}, {}, {}
 for j, id in ipairs(ids) do
@@ -23,7 +23,7 @@ for j, id in ipairs(ids) do
     end
   end
 end
-if #mine == 0 then return {0, {}} end
+if #mine == 0 then return {0, {}, 0} end
 redis.call('HDEL', K_LEASES, unpack(mine))
 redis.call('ZREM', K_INFLIGHT, unpack(mine))
 local released = {}
@@ -31,7 +31,7 @@ for _, d in ipairs(doms) do released[d] = (released[d] or 0) + 1 end
 for d, count in pairs(released) do release_slot(d, count) end
 
 local raws = redis.call('HMGET', K_ENTRIES, unpack(mine))
-local applied = 0
+local applied, retired_count = 0, 0
 local malformed, hargs, sched, retired, health = {}, {}, {}, {}, {}
 for j, id in ipairs(mine) do
   local rec = decode(raws[j])
@@ -48,6 +48,7 @@ for j, id in ipairs(mine) do
     local score = now
     if item[3] < 0 then
       target = retired
+      retired_count = retired_count + 1
     else
       score = now + item[3]
     end
@@ -73,4 +74,4 @@ for d, list in pairs(sched) do
 end
 for d, list in pairs(retired) do redis.call('ZADD', retired_key(d), unpack(list)) end
 for d, h in pairs(health) do redis.call('HSET', K_HEALTH, d, fmt(h)) end
-return {applied, malformed}
+return {applied, malformed, retired_count}
