@@ -1,0 +1,264 @@
+"""JS storefronts end to end: ``scrapy crawl products`` subprocesses against the sandbox.
+
+Static shops never touch the browser; the JS-only shop's prices, read from its XHR JSON
+(or its rendered DOM), equal ``/_truth``; blocked resources never reach the shop; a
+static miss that shows client rendering teaches the domain, for every later crawl; a
+page that never renders a price ends as ``no_price`` with its page closed. One browser
+launch per crawl, a handful of pages each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import redis
+from scrapy.settings import Settings
+
+from pricewatch.frontier import Entry, frontier_from_settings
+
+from .fixtures.sandbox import SandboxProcess
+from .helpers import scrapy, scrapy_env
+
+FAST = ["-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False", "-s", "LOG_LEVEL=INFO"]
+# What a JS page references and the browser must not download (pricewatch.browser.blocking).
+BLOCKED_PREFIXES = ("/static/img/", "/static/fonts/", "/static/css/", "/vendor/")
+# Chromium fetches the page's favicon itself, outside the page's request routing, so no
+# PLAYWRIGHT_ABORT_REQUEST predicate ever sees it (a Playwright limitation).
+FAVICON = "/static/img/favicon.png"
+
+
+def seed(env: dict[str, str], urls: list[str]) -> None:
+    """Schedule ``urls`` in the crawl's frontier (in-process: one subprocess fewer)."""
+
+    async def add() -> None:
+        settings = Settings({"PRICEWATCH_FRONTIER_URL": env["PRICEWATCH_FRONTIER_URL"]})
+        frontier = frontier_from_settings(settings)
+        await frontier.open()
+        try:
+            assert await frontier.add([Entry(url) for url in urls]) == len(urls)
+        finally:
+            await frontier.close()
+
+    asyncio.run(add())
+
+
+def crawl(tmp_path: Path, env: dict[str, str], *settings: str) -> dict[str, Any]:
+    args: list[str] = []
+    for item in settings:
+        args += ["-s", item]
+    proc = scrapy(tmp_path, "crawl", "products", *FAST, *args, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    stats: dict[str, Any] = json.loads((tmp_path / "stats.json").read_text())
+    stats["_log"] = proc.stderr
+    return stats
+
+
+def stored(tmp_path: Path) -> dict[str, tuple[Any, ...]]:
+    with sqlite3.connect(tmp_path / "pricewatch.db") as conn:
+        rows = conn.execute(
+            "SELECT url, price, currency, regular_price, availability, source FROM products"
+        ).fetchall()
+    return {row[0]: row[1:] for row in rows}
+
+
+def assert_matches_truth(
+    rows: dict[str, tuple[Any, ...]], truth: dict[str, Any], urls: list[str], *, full: bool = True
+) -> None:
+    """Stored offers equal the sandbox's truth (``full``: list price and stock too)."""
+    for url in urls:
+        assert url in rows, f"{url} not stored"
+        price, currency, regular, availability, _ = rows[url]
+        want = truth[url]
+        assert Decimal(price) == Decimal(want["price"]), url
+        assert currency == want["currency"], url
+        if not full:
+            continue
+        assert (regular and Decimal(regular)) == (
+            want["regular_price"] and Decimal(want["regular_price"])
+        ), url
+        assert availability == want["availability"], url
+
+
+# One lease at a time, so that later pages of a domain follow the first one's outcome (an
+# `ok` lease is held until its store batch commits: flush often).
+ONE_AT_A_TIME = [
+    "PRICEWATCH_MAX_OUTSTANDING=1",
+    "PRICEWATCH_FRONTIER_CLAIM_BATCH=1",
+    "PRICEWATCH_FLUSH_INTERVAL=0.1",
+]
+
+
+def browser_keys(stats: dict[str, Any]) -> list[str]:
+    return [k for k in stats if k.startswith(("playwright/", "pricewatch/browser/"))]
+
+
+def paths(sandbox: SandboxProcess, host: str) -> dict[str, int]:
+    return dict(sandbox.host_stats(host)["paths"])
+
+
+def test_static_shops_never_touch_the_browser(tmp_path: Path, sandbox: SandboxProcess) -> None:
+    env = scrapy_env(tmp_path)
+    hosts = [s["host"] for s in sandbox.html_shops[:2]]
+    urls = [u for h in hosts for u in sandbox.urls(host=h)[:3]]
+    seed(env, urls)
+    sandbox.reset_stats()
+    stats = crawl(tmp_path, env)
+    assert stats["pricewatch/outcome/ok"] == len(urls)
+    assert browser_keys(stats) == []  # no page, no context, no browser launched
+    assert "Launching browser" not in stats["_log"]
+    for host in hosts:
+        fetched = paths(sandbox, host)
+        assert not [p for p in fetched if p.startswith(("/static/", "/vendor/", "/api/"))]
+    # Static extraction is tested elsewhere; here only the price and currency matter.
+    assert_matches_truth(stored(tmp_path), sandbox.truth(), urls, full=False)
+
+
+def test_js_shop_prices_from_xhr_equal_truth_and_blocked_resources_stay_away(
+    tmp_path: Path, sandbox: SandboxProcess
+) -> None:
+    env = scrapy_env(tmp_path)
+    js_host = sandbox.js_shops[0]["host"]
+    html_host = sandbox.html_shops[0]["host"]
+    js_urls = sandbox.urls(host=js_host)[:5]
+    html_urls = sandbox.urls(host=html_host)[:2]
+    seed(env, js_urls + html_urls)
+    sandbox.reset_stats()
+    stats = crawl(tmp_path, env, f"PRICEWATCH_JS_DOMAINS={js_host}")
+
+    assert stats["pricewatch/outcome/ok"] == len(js_urls) + len(html_urls)
+    assert stats["pricewatch/browser/routed/declared"] == len(js_urls)
+    assert "pricewatch/browser/routed/retry" not in stats
+    assert stats["pricewatch/browser/offer/xhr"] == len(js_urls)
+    assert stats["pricewatch/extract/source/xhr"] == len(js_urls)
+    assert stats["playwright/page_count"] == len(js_urls)
+    assert (
+        stats["pricewatch/browser/pages"]
+        == stats["pricewatch/browser/pages_closed"]
+        == len(js_urls)
+    )
+    assert stats["playwright/browser_count"] == 1
+    assert stats["playwright/request_count/aborted"] >= 4 * len(js_urls)
+    truth = sandbox.truth()
+    assert_matches_truth(stored(tmp_path), truth, js_urls)
+    assert_matches_truth(stored(tmp_path), truth, html_urls, full=False)
+    assert {row[-1] for url, row in stored(tmp_path).items() if url in js_urls} == {"xhr"}
+
+    fetched = paths(sandbox, js_host)
+    assert sum(n for p, n in fetched.items() if p.startswith("/api/offer/")) == len(js_urls)
+    assert fetched["/static/js/app.js"] == len(js_urls)
+    blocked = {p: n for p, n in fetched.items() if p.startswith(BLOCKED_PREFIXES) and p != FAVICON}
+    assert blocked == {}
+    html_fetched = paths(sandbox, html_host)
+    assert not [p for p in html_fetched if p.startswith(("/static/", "/vendor/", "/api/"))]
+
+
+def test_dom_fallback_and_context_recycling(tmp_path: Path, sandbox: SandboxProcess) -> None:
+    """No XHR pattern matches: the price is read from the rendered DOM after an explicit
+    wait; 2 pages per context: 5 pages use 3 contexts, 2 of them closed when done."""
+    env = scrapy_env(tmp_path)
+    js_host = sandbox.js_shops[0]["host"]
+    js_urls = sandbox.urls(host=js_host)[5:10]
+    seed(env, js_urls)
+    stats = crawl(
+        tmp_path,
+        env,
+        f"PRICEWATCH_JS_DOMAINS={js_host}",
+        f'PRICEWATCH_BROWSER_XHR_PATTERNS={{"{js_host}": []}}',
+        "PRICEWATCH_BROWSER_CONTEXT_PAGES=2",
+    )
+    assert stats["pricewatch/outcome/ok"] == len(js_urls)
+    assert stats["pricewatch/browser/offer/dom"] == len(js_urls)
+    assert "pricewatch/browser/offer/xhr" not in stats
+    assert "pricewatch/browser/wait_timeout" not in stats
+    assert stats["playwright/context_count"] == 3
+    assert stats["pricewatch/browser/contexts_recycled"] == 2
+    assert stats["pricewatch/browser/pages_closed"] == len(js_urls)
+    rows = stored(tmp_path)
+    assert_matches_truth(rows, sandbox.truth(), js_urls)
+    assert {rows[u][-1] for u in js_urls} <= {"visible", "microdata", "jsonld", "opengraph"}
+
+
+def test_learned_routing_switches_after_the_first_miss_and_persists(
+    tmp_path: Path, sandbox: SandboxProcess
+) -> None:
+    env = scrapy_env(tmp_path)
+    js_host = sandbox.js_shops[0]["host"]
+    urls = sandbox.urls(host=js_host)[10:15]
+    first, later = urls[:3], urls[3:]
+
+    seed(env, first)
+    sandbox.reset_stats()
+    stats = crawl(tmp_path, env, *ONE_AT_A_TIME)
+    assert stats["pricewatch/outcome/ok"] == len(first)
+    assert stats["pricewatch/browser/routed/retry"] == 1  # the first miss, retried once
+    assert stats["pricewatch/browser/learned"] == 1
+    assert stats["pricewatch/browser/routed/learned"] == len(first) - 1
+    assert "pricewatch/outcome/no_price" not in stats  # the lease ended once, as ok
+    assert f"Learned that {js_host} renders its prices in the browser" in stats["_log"]
+    fetched = paths(sandbox, js_host)
+    pages = {u.split(js_host, 1)[1].split("/", 1)[1]: u for u in first}
+    counts = sorted(fetched["/" + p] for p in pages)
+    assert counts == [1, 1, 2]  # only the first page was fetched statically, then in the browser
+
+    # A restart (or another worker): the route comes from the frontier backend.
+    seed(env, later)
+    sandbox.reset_stats()
+    stats = crawl(tmp_path, env)
+    assert stats["pricewatch/outcome/ok"] == len(later)
+    assert stats["pricewatch/browser/routed/learned"] == len(later)
+    assert "pricewatch/browser/routed/retry" not in stats
+    assert "pricewatch/browser/learned" not in stats
+    fetched = paths(sandbox, js_host)
+    assert sum(n for p, n in fetched.items() if p.startswith("/products/")) == len(later)
+    assert_matches_truth(stored(tmp_path), sandbox.truth(), urls)
+
+
+def test_learned_route_is_shared_through_the_redis_frontier(
+    tmp_path: Path, sandbox: SandboxProcess, redis_url: str, redis_frontier_url: str
+) -> None:
+    """Workers sharing a Redis frontier share the learned routes (a set beside its keys)."""
+    env = scrapy_env(tmp_path, PRICEWATCH_FRONTIER_URL=redis_frontier_url)
+    js_host = sandbox.js_shops[0]["host"]
+    urls = sandbox.urls(host=js_host)[15:17]
+    seed(env, urls)
+    stats = crawl(tmp_path, env, *ONE_AT_A_TIME)
+    assert stats["pricewatch/outcome/ok"] == len(urls)
+    assert stats["pricewatch/browser/learned"] == 1
+    assert stats["pricewatch/browser/routed/retry"] == 1
+    assert stats["pricewatch/browser/routed/learned"] == 1
+    namespace = redis_frontier_url.rsplit("namespace=", 1)[1]
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        members = client.smembers(f"pricewatch:{{{namespace}}}:browser_domains")
+    finally:
+        client.close()
+    assert members == {js_host}
+
+
+def test_page_that_never_renders_a_price_times_out_as_no_price_and_is_closed(
+    tmp_path: Path, sandbox_factory: Any
+) -> None:
+    shop = sandbox_factory(shops=0, js_shops=1, products=3, js_delay=60)
+    env = scrapy_env(tmp_path)
+    host = shop.js_shops[0]["host"]
+    urls = shop.urls(host=host)[:2]
+    seed(env, urls)
+    started = time.monotonic()
+    stats = crawl(
+        tmp_path, env, f"PRICEWATCH_JS_DOMAINS={host}", "PRICEWATCH_BROWSER_WAIT_TIMEOUT=1.5"
+    )
+    assert time.monotonic() - started < 30
+    assert stats["pricewatch/outcome/no_price"] == len(urls)
+    assert "pricewatch/outcome/ok" not in stats
+    assert stats["pricewatch/browser/wait_timeout"] == len(urls)
+    assert stats["pricewatch/browser/no_price"] == len(urls)
+    assert stats["playwright/page_count"] == stats["pricewatch/browser/pages_closed"] == len(urls)
+    assert not [p for p in paths(shop, host) if p.startswith("/api/offer/")]
+    assert stored(tmp_path) == {}
