@@ -202,7 +202,7 @@ def test_addon_discovers_system_chromium_and_installs_the_blocker() -> None:
     blocker = settings.get("PLAYWRIGHT_ABORT_REQUEST")
     assert isinstance(blocker, ResourceBlocker)
     assert blocker.resource_types == set(BLOCK_RESOURCES)
-    assert "pricewatch.browser.router.BrowserRouter" in settings.getdict("EXTENSIONS")
+    assert BrowserRouter in settings.getdict("EXTENSIONS")
 
 
 def test_addon_keeps_the_operators_choices(tmp_path: Path) -> None:

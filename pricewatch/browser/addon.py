@@ -25,7 +25,6 @@ from pricewatch.browser.discovery import SYSTEM_CHROMIUM, BrowserNotFound, launc
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-ROUTER = "pricewatch.browser.router.BrowserRouter"
 _REMOTE = ("PLAYWRIGHT_CDP_URL", "PLAYWRIGHT_CONNECT_URL")
 
 
@@ -80,4 +79,6 @@ class BrowserAddon:
                 settings.set(
                     "PLAYWRIGHT_ABORT_REQUEST", ResourceBlocker(types, urls), priority="addon"
                 )
-        settings.set_in_component_priority_dict("EXTENSIONS", ROUTER, 100)
+        from pricewatch.browser.router import BrowserRouter
+
+        settings.set_in_component_priority_dict("EXTENSIONS", BrowserRouter, 100)
