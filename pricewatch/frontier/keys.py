@@ -23,6 +23,8 @@ key                         type    holds
 ``retired:<domain>``        ZSET    retired entry ids, by retirement time
 ``dead:<domain>``           ZSET    dead-lettered entry ids, by time
 ``malformed``               HASH    entry id -> the undecodable record, set aside
+``browser_domains``         SET     domains learned to need a browser
+                                    (:mod:`pricewatch.routing`)
 ==========================  ======  ===============================================
 
 An entry id is in exactly one of ``sched:<domain>``, ``inflight``, ``retired:<domain>``,
