@@ -56,6 +56,8 @@ class Candidate:
     alternatives: list[Decimal] = field(default_factory=list)
     # A price was given but is zero or junk: the offer's other claims are suspect too.
     junk_price: bool = False
+    # Lower is more likely the page's own product (URL match, not in a related list).
+    rank: int = 0
 
     def useful(self) -> bool:
         return self.price is not None or self.availability is not None or bool(self.sku)

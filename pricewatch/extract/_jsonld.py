@@ -234,9 +234,10 @@ def product_candidates(data: Any, url: str, source: str) -> list[Candidate]:
                 rank += 2
             if cand.price is None:
                 rank += 1
+            cand.rank = rank
             scored.append((rank, order, cand))
         elif kinds & _OFFER_TYPES and not in_list:
-            cand = Candidate(source=source)
+            cand = Candidate(source=source, rank=5)
             read_offer(node, cand)
             offers_only.append(cand)
     scored.sort(key=lambda item: (item[0], item[1]))

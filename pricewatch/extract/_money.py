@@ -39,6 +39,7 @@ _NORMALISE = str.maketrans(_DIGITS)
 
 _MACHINE = re.compile(r"\s*\+?(\d{1,12}(?:\.\d{1,6})?)\s*\Z")
 _HAS_DIGIT = re.compile(r"\d")
+_NEGATIVE = re.compile(r"^\D{0,5}?[-\u2212]\s?\d")
 # "30.-", "30,-", "30,–": Swiss/German whole amounts.
 _DASH_CENTS = re.compile(r"(\d)[.,][-\u2013\u2014]+")
 
@@ -89,6 +90,8 @@ def parse_amount(text: str, decimal_separator: str | None = None) -> tuple[Decim
     text = normalise_text(text)
     if not _HAS_DIGIT.search(text):
         return None, None
+    if _NEGATIVE.match(text):
+        return None, None  # "-5,00 €": a discount or a refund, never a price
     text = _DASH_CENTS.sub(r"\1", text)
     try:
         price = Price.fromstring(text, decimal_separator=decimal_separator)

@@ -201,7 +201,9 @@ def _context_before(el: Any) -> str:
     if prev is not None:
         text = (prev.tail or "")
         if len(text.strip()) < 3:
-            text = text_of(prev)[-40:] + text
+            label = text_of(prev)[-40:]
+            if not _DIGIT.search(label):  # a label, not another price
+                text = label + text
     else:
         parent = el.getparent()
         text = (parent.text or "") if parent is not None else ""
@@ -239,7 +241,7 @@ def _score(el: Any, text: str, level: int, order: int) -> _Cand | None:
         return None
     tag = el.tag if isinstance(el.tag, str) else ""
     style = el.get("style") or ""
-    regular = struck or tag in _STRIKE_TAGS or "line-through" in style
+    regular = struck or tag in _STRIKE_TAGS or "line-through" in style or _all_struck(el)
     score = 0.0
     if _NAME_PRICE.search(own_names):
         score += 3
@@ -264,7 +266,7 @@ def _score(el: Any, text: str, level: int, order: int) -> _Cand | None:
     if letters > 12:
         score -= 2  # a sentence with a number in it, not a price label
     if len(_NUMBER.findall(text)) > 1:
-        score -= 3  # several amounts in one text: which one is the price is a guess
+        return None  # several amounts in one text (a container): its children speak
     currency = currency_text or _currency_mark(text)
     if currency:
         score += 2
@@ -278,6 +280,21 @@ def _score(el: Any, text: str, level: int, order: int) -> _Cand | None:
     # Nearness to the title: the scan's level is how far it climbed from the <h1>.
     score += max(0.0, 4.0 - level)
     return _Cand(amount, text, currency, score, regular, level, order, el)
+
+
+def _all_struck(el: Any) -> bool:
+    """Every digit of ``el``'s text sits inside a struck-through descendant."""
+    struck = False
+    unstruck_text = [el.text or ""]
+    for child in el:
+        if not isinstance(child.tag, str):
+            continue
+        if child.tag in _STRIKE_TAGS or "line-through" in (child.get("style") or ""):
+            struck = True
+        else:
+            unstruck_text.append(text_of(child))
+        unstruck_text.append(child.tail or "")
+    return struck and not _DIGIT.search("".join(unstruck_text))
 
 
 _FONT_PX = re.compile(r"font(?:-size)?\s*:[^;]*?(\d+(?:\.\d+)?)px", re.I)
@@ -496,7 +513,7 @@ def read_visible(root: Any, hints: tuple[str | None, ...]) -> VisibleReading:
         cand = _score(el, normalise_text(text), level, order)
         if cand is not None:
             cands.append(cand)
-    _choose(reading, cands, hints)
+    _choose(reading, cands, hints, anchored=anchor is not None)
     reading.buy_button = scan.buy
     if scan.codes:
         reading.sku = min(scan.codes)[2]
@@ -511,7 +528,12 @@ def _has_good(scan: _Scan) -> bool:
     return len(scan.priced) >= 1
 
 
-def _choose(reading: VisibleReading, cands: list[_Cand], hints: tuple[str | None, ...]) -> None:
+def _choose(
+    reading: VisibleReading,
+    cands: list[_Cand],
+    hints: tuple[str | None, ...],
+    anchored: bool = True,
+) -> None:
     by_amount: dict[Decimal, list[_Cand]] = {}
     regulars: list[_Cand] = []
     for cand in cands:
@@ -524,7 +546,7 @@ def _choose(reading: VisibleReading, cands: list[_Cand], hints: tuple[str | None
     if not by_amount:
         return
     # The first plausible price after the title is the product's more often than not.
-    plausible = [c for c in cands if not c.regular and c.score >= _FIRST_MIN]
+    plausible = [c for c in cands if anchored and not c.regular and c.score >= _FIRST_MIN]
     first = min(plausible, key=lambda c: (c.level, c.order)) if plausible else None
     # "was X, now Y": a price right after a higher struck-through price is the current one.
     for cand in cands:

@@ -108,7 +108,7 @@ def _extract(
         name = attribute.attrname
         if name == "itemscope":
             scoped.append(el)
-        elif el.tag != "meta":
+        elif el.tag != "meta" or not (el.get("property") or "").startswith(("og:", "product:")):
             with_property.append(el)
 
     structured: list[Candidate] = []
@@ -116,6 +116,7 @@ def _extract(
         data = load_json(text)
         if data is not None:
             structured.extend(product_candidates(data, url, "jsonld"))
+    structured.sort(key=lambda c: c.rank)  # stable: document order within a rank
     if not scoped and not any(c.price is not None for c in structured):
         # Microdata properties outside any item scope (broken but common markup).
         loose = [
@@ -164,7 +165,7 @@ def _price_wholes(price: Decimal) -> tuple[list[str], str]:
 
 _REGULAR_CONTEXT = re.compile(
     rb"<(?:del|s|strike)[\s>]|line-through|"
-    rb"class=\"[^\"]*(?:old|was|original|regular|strike|crossed|before|rrp|uvp|msrp|compare|"
+    rb"class=[\"'][^\"']*(?:old|was|original|regular|strike|crossed|before|rrp|uvp|msrp|compare|"
     rb"list-?price|former|previous)",
     re.I,
 )
