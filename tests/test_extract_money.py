@@ -107,8 +107,12 @@ def test_resolve_currency(raw: str, hints: tuple[str | None, ...], code: str | N
     [
         pytest.param("https://shop.example.ca/p", None, "CAD", id="tld-ca"),
         pytest.param("https://shop.example.com/p", None, "USD", id="com-defaults-usd"),
-        pytest.param("https://www.shop.example.com/p", {"shop.example.com": "AUD"}, "AUD",
-                     id="setting-matches-parent-domain"),
+        pytest.param(
+            "https://www.shop.example.com/p",
+            {"shop.example.com": "AUD"},
+            "AUD",
+            id="setting-matches-parent-domain",
+        ),
         pytest.param("https://shop.example.com.au/p", None, "AUD", id="tld-au"),
     ],
 )
@@ -148,12 +152,13 @@ def test_gtin_checksum(value: str, expected: str | None) -> None:
     [
         pytest.param("https://www.example.com/dp/B01GOH7PKA", "B01GOH7PKA", id="asin-path"),
         pytest.param("https://www.example.com/itm/302474151804", "302474151804", id="item-number"),
-        pytest.param("https://city.example.org/app/d/washer/7235216655.html", "7235216655",
-                     id="numeric-html"),
-        pytest.param("https://www.example.at/regal-p400105394.html", "400105394",
-                     id="letter-prefixed"),
-        pytest.param("https://www.example.ch/de/pen-24718?sku=1049084", "1049084",
-                     id="sku-query"),
+        pytest.param(
+            "https://city.example.org/app/d/washer/7235216655.html", "7235216655", id="numeric-html"
+        ),
+        pytest.param(
+            "https://www.example.at/regal-p400105394.html", "400105394", id="letter-prefixed"
+        ),
+        pytest.param("https://www.example.ch/de/pen-24718?sku=1049084", "1049084", id="sku-query"),
         pytest.param("https://www.example.com/cheap_1131.html", None, id="too-short"),
         pytest.param("https://www.example.com/products/red-kettle", None, id="slug-only"),
     ],

@@ -30,53 +30,73 @@ VISIBLE = [
     pytest.param(
         "<h1>Kettle Deluxe</h1><div class='price-box'><del>$49.99</del>"
         "<span class='price'>$39.99</span></div><button>Add to cart</button>",
-        "39.99", "49.99", id="woocommerce-del-ins",
+        "39.99",
+        "49.99",
+        id="woocommerce-del-ins",
     ),
     pytest.param(
         "<h1>Kettle Deluxe</h1><div class='price-box'><span class='old-price'>49,99 €</span>"
         "<span class='special-price'>39,99 €</span></div>",
-        "39.99", "49.99", id="magento-old-special",
+        "39.99",
+        "49.99",
+        id="magento-old-special",
     ),
     pytest.param(
         "<h1>Kettle Deluxe</h1><p><span class='price'>$30.00</span>"
         "<s class='compare-at'>$45.00</s></p>",
-        "30.00", "45.00", id="shopify-compare-at-after",
+        "30.00",
+        "45.00",
+        id="shopify-compare-at-after",
     ),
     pytest.param(
         "<h1>Kettle Deluxe</h1><p class='price'>Was $50.00</p><p class='price'>Now $40.00</p>",
-        "40.00", "50.00", id="was-now-text",
+        "40.00",
+        "50.00",
+        id="was-now-text",
     ),
     pytest.param(
         "<h1>Kettle Deluxe</h1><p class='price'><span style='text-decoration: line-through'>"
         "£20.00</span></p><p class='price'>£15.00</p>",
-        "15.00", "20.00", id="inline-line-through",
+        "15.00",
+        "20.00",
+        id="inline-line-through",
     ),
     pytest.param(
         "<h1>Kettle Deluxe</h1><div class='product-price'>$1,299.00</div>"
         "<p class='finance'>or $108.25 per month</p><p>Shipping: $4.99</p>"
         "<div class='related-products'><h3>You may also like</h3>"
         "<span class='price'>$19.99</span><span class='price'>$24.99</span></div>",
-        "1299.00", None, id="monthly-shipping-related-excluded",
+        "1299.00",
+        None,
+        id="monthly-shipping-related-excluded",
     ),
     pytest.param(
         "<h1>Kettle Deluxe</h1><div class='price'>$12<sup>99</sup></div>",
-        "12.99", None, id="superscript-cents",
+        "12.99",
+        None,
+        id="superscript-cents",
     ),
     pytest.param(
         "<h1>Wasserkocher</h1><div class='preis'><span class='uvp'>UVP 59,99 €</span> "
         "<strong class='preis-aktuell'>44,99 €</strong></div>",
-        "44.99", "59.99", id="de-uvp",
+        "44.99",
+        "59.99",
+        id="de-uvp",
     ),
     pytest.param(
         "<h1>Bouilloire</h1><p>au lieu de <span class='prix'>59,99 €</span></p>"
         "<p class='prix-actuel'><b>44,99 €</b></p>",
-        "44.99", None, id="fr-au-lieu-de",
+        "44.99",
+        None,
+        id="fr-au-lieu-de",
     ),
     pytest.param(
         "<h1>UNIFLAME 碗籃組</h1><table><tr><td><del>$3200</del>元</td></tr>"
         "<tr><td><strong>特價</strong> <span style='font:bold 27px Verdana'>2320</span>"
         "<span> 元 </span></td></tr></table>",
-        "2320", None, id="zh-TW-currency-in-next-element",
+        "2320",
+        None,
+        id="zh-TW-currency-in-next-element",
     ),
 ]
 
@@ -98,12 +118,14 @@ ABSTAIN = [
         "</span></div><div class='card'><span class='price'>$12.00</span></div></div>",
         id="no-title-two-equal-prices-no-winner",
     ),
-    pytest.param("<h1>Kettle Deluxe</h1><p>Call us at 0800 123 456 for a quote.</p>",
-                 id="no-price"),
+    pytest.param(
+        "<h1>Kettle Deluxe</h1><p>Call us at 0800 123 456 for a quote.</p>", id="no-price"
+    ),
     pytest.param("<h1>Kettle Deluxe</h1><p class='price'>from $10.00</p>", id="from-price"),
     pytest.param(
         "<h1>Kettle Deluxe</h1><div class='recommendations'><span class='price'>$10.00</span>"
-        "</div>", id="only-other-products",
+        "</div>",
+        id="only-other-products",
     ),
     pytest.param("<h1>Kettle Deluxe</h1><p class='price'>-5,00 €</p>", id="negative-discount"),
 ]
@@ -116,24 +138,33 @@ def test_visible_abstains_on_weak_evidence(body: str) -> None:
 
 
 def ld(price: str) -> str:
-    data = {"@type": "Product", "name": "Kettle",
-            "offers": {"@type": "Offer", "price": price, "priceCurrency": "EUR"}}
+    data = {
+        "@type": "Product",
+        "name": "Kettle",
+        "offers": {"@type": "Offer", "price": price, "priceCurrency": "EUR"},
+    }
     return f"<script type='application/ld+json'>{json.dumps(data)}</script>"
 
 
 AGREEMENT = [
     pytest.param(
-        ld("39.99") + "<h1>Kettle</h1><span class='price'>39,99 €</span>", "39.99", "jsonld",
+        ld("39.99") + "<h1>Kettle</h1><span class='price'>39,99 €</span>",
+        "39.99",
+        "jsonld",
         id="markup-shown-on-page",
     ),
     pytest.param(
         ld("219.99") + "<h1>Kettle</h1><div class='price'><span class='original-price'>"
         "EUR219.99</span> <span class='price current-price' style='font-size: 32px'>"
         "EUR110.00</span></div>",
-        "110.00", "visible", id="markup-gives-list-price-page-shows-sale",
+        "110.00",
+        "visible",
+        id="markup-gives-list-price-page-shows-sale",
     ),
     pytest.param(
-        ld("39.99") + "<h1>Kettle</h1><p>Our bestseller.</p>", "39.99", "jsonld",
+        ld("39.99") + "<h1>Kettle</h1><p>Our bestseller.</p>",
+        "39.99",
+        "jsonld",
         id="markup-not-contradicted",
     ),
 ]
@@ -147,8 +178,10 @@ def test_markup_and_visible_agreement(body: str, price: str, source: str) -> Non
 
 
 def test_markup_list_price_kept_as_regular() -> None:
-    body = (ld("219.99") + "<h1>Kettle</h1><div class='price'><del>219,99 €</del> "
-            "<span class='price' style='font-size: 32px'>110,00 €</span></div>")
+    body = (
+        ld("219.99") + "<h1>Kettle</h1><div class='price'><del>219,99 €</del> "
+        "<span class='price' style='font-size: 32px'>110,00 €</span></div>"
+    )
     offer = extract_offer(shop(body), "https://shop.example.de/p")
     assert offer is not None
     assert (offer.price, offer.regular_price) == (Decimal("110.00"), Decimal("219.99"))
@@ -157,26 +190,38 @@ def test_markup_list_price_kept_as_regular() -> None:
 STOCK = [
     pytest.param("en", "<p class='stock'>Out of stock</p>", "OutOfStock", id="en-out-of-stock"),
     pytest.param("en", "<p class='availability'>Sold out</p>", "OutOfStock", id="en-sold-out"),
-    pytest.param("en", "<div id='availability'>Currently unavailable.</div>", "OutOfStock",
-                 id="en-currently-unavailable"),
-    pytest.param("de", "<p class='stock'>Derzeit nicht verfügbar</p>", "OutOfStock",
-                 id="de-nicht-verfuegbar"),
-    pytest.param("de", "<p class='lieferstatus stock'>Ausverkauft</p>", "OutOfStock",
-                 id="de-ausverkauft"),
+    pytest.param(
+        "en",
+        "<div id='availability'>Currently unavailable.</div>",
+        "OutOfStock",
+        id="en-currently-unavailable",
+    ),
+    pytest.param(
+        "de", "<p class='stock'>Derzeit nicht verfügbar</p>", "OutOfStock", id="de-nicht-verfuegbar"
+    ),
+    pytest.param(
+        "de", "<p class='lieferstatus stock'>Ausverkauft</p>", "OutOfStock", id="de-ausverkauft"
+    ),
     pytest.param("fr", "<p class='stock'>Épuisé</p>", "OutOfStock", id="fr-epuise"),
-    pytest.param("fr", "<p class='disponibilite availability'>Rupture de stock</p>",
-                 "OutOfStock", id="fr-rupture"),
-    pytest.param("it", "<p class='availability'>Non disponibile</p>", "OutOfStock",
-                 id="it-non-disponibile"),
+    pytest.param(
+        "fr",
+        "<p class='disponibilite availability'>Rupture de stock</p>",
+        "OutOfStock",
+        id="fr-rupture",
+    ),
+    pytest.param(
+        "it", "<p class='availability'>Non disponibile</p>", "OutOfStock", id="it-non-disponibile"
+    ),
     pytest.param("es", "<p class='stock'>Agotado</p>", "OutOfStock", id="es-agotado"),
-    pytest.param("pl", "<p class='availability'>Brak w magazynie</p>", "OutOfStock",
-                 id="pl-brak"),
+    pytest.param("pl", "<p class='availability'>Brak w magazynie</p>", "OutOfStock", id="pl-brak"),
     pytest.param("nl", "<p class='stock'>Uitverkocht</p>", "OutOfStock", id="nl-uitverkocht"),
     pytest.param("ru", "<p class='stock'>Нет в наличии</p>", "OutOfStock", id="ru-net"),
     pytest.param("de", "<p class='stock'>Auf Lager.</p>", "InStock", id="de-auf-lager"),
     pytest.param("en", "<p class='stock'>In stock</p>", "InStock", id="en-in-stock"),
     pytest.param(
-        "en", "<div class='stock' style='display: none'>Out of stock</div>", "InStock",
+        "en",
+        "<div class='stock' style='display: none'>Out of stock</div>",
+        "InStock",
         id="hidden-template-ignored",
     ),
 ]
@@ -197,11 +242,15 @@ def test_out_of_stock_page_without_price() -> None:
 
 
 def test_sku_from_label_and_cart_form() -> None:
-    body = ("<h1>Kettle Deluxe</h1><p class='price'>$40.00</p>"
-            "<ul><li><strong>SKU:</strong> KT-2000</li></ul>")
+    body = (
+        "<h1>Kettle Deluxe</h1><p class='price'>$40.00</p>"
+        "<ul><li><strong>SKU:</strong> KT-2000</li></ul>"
+    )
     offer = extract_offer(shop(body), URL)
     assert offer is not None and offer.sku == "KT-2000"
-    form = ("<h1>Kettle Deluxe</h1><p class='price'>$40.00</p><form>"
-            "<input type='hidden' name='ASIN' value='B01GOH7PKA'></form>")
+    form = (
+        "<h1>Kettle Deluxe</h1><p class='price'>$40.00</p><form>"
+        "<input type='hidden' name='ASIN' value='B01GOH7PKA'></form>"
+    )
     offer = extract_offer(shop(form), URL)
     assert offer is not None and offer.sku == "B01GOH7PKA"

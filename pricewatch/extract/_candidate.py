@@ -7,12 +7,34 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 _IN_STOCK = {
-    "instock", "instoreonly", "onlineonly", "limitedavailability", "presale", "preorder",
-    "backorder", "in stock", "available", "in_stock", "true", "1", "yes", "madetoorder",
+    "instock",
+    "instoreonly",
+    "onlineonly",
+    "limitedavailability",
+    "presale",
+    "preorder",
+    "backorder",
+    "in stock",
+    "available",
+    "in_stock",
+    "true",
+    "1",
+    "yes",
+    "madetoorder",
 }
 _OUT_OF_STOCK = {
-    "outofstock", "soldout", "discontinued", "out of stock", "out_of_stock", "false", "0",
-    "no", "unavailable", "notavailable", "oos", "sold out",
+    "outofstock",
+    "soldout",
+    "discontinued",
+    "out of stock",
+    "out_of_stock",
+    "false",
+    "0",
+    "no",
+    "unavailable",
+    "notavailable",
+    "oos",
+    "sold out",
 }
 
 

@@ -34,13 +34,39 @@ _CODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/\-]{1,39}$")
 _HAS_DIGIT = re.compile(r"\d")
 
 _INPUT_NAMES = frozenset(
-    {"sku", "asin", "productsku", "itemsku", "skuid", "productcode", "itemnumber",
-     "articlenumber", "itemcode", "product_sku", "item_sku", "sku_id", "product_code",
-     "item_number", "article_number"}
+    {
+        "sku",
+        "asin",
+        "productsku",
+        "itemsku",
+        "skuid",
+        "productcode",
+        "itemnumber",
+        "articlenumber",
+        "itemcode",
+        "product_sku",
+        "item_sku",
+        "sku_id",
+        "product_code",
+        "item_number",
+        "article_number",
+    }
 )
 _QUERY_KEYS = frozenset(
-    {"sku", "childsku", "skuid", "pid", "productid", "product_id", "itemid", "item_id", "item",
-     "articleid", "art", "artnr"}
+    {
+        "sku",
+        "childsku",
+        "skuid",
+        "pid",
+        "productid",
+        "product_id",
+        "itemid",
+        "item_id",
+        "item",
+        "articleid",
+        "art",
+        "artnr",
+    }
 )
 _PATH_CODE = re.compile(r"^(?:[a-z]{0,2})(\d{5,20})$|^([A-Z0-9]*\d[A-Z0-9]*)$")
 _EXTENSIONS = re.compile(r"\.(?:html?|php|aspx?|jsp)$", re.I)
@@ -76,8 +102,10 @@ _LABEL_STARTS = frozenset(
 
 def looks_like_label(text: str) -> bool:
     stripped = text.lstrip()
-    if len(stripped) > 70 or stripped[:3].lower() not in _LABEL_STARTS and stripped[:2] not in (
-        "ad", "商品", "型番"
+    if (
+        len(stripped) > 70
+        or stripped[:3].lower() not in _LABEL_STARTS
+        and stripped[:2] not in ("ad", "商品", "型番")
     ):
         return False
     return bool(_LABEL_ONLY.match(stripped) or _LABEL_AND_VALUE.match(stripped))

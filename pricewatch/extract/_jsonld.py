@@ -24,8 +24,18 @@ from pricewatch.extract._candidate import (
 from pricewatch.extract._money import parse_machine
 
 _PRODUCT_TYPES = {
-    "product", "productgroup", "productmodel", "individualproduct", "someproducts",
-    "vehicle", "car", "motorcycle", "book", "merchandise", "shoe", "clothing",
+    "product",
+    "productgroup",
+    "productmodel",
+    "individualproduct",
+    "someproducts",
+    "vehicle",
+    "car",
+    "motorcycle",
+    "book",
+    "merchandise",
+    "shoe",
+    "clothing",
 }
 _OFFER_TYPES = {"offer", "aggregateoffer", "offerforpurchase"}
 _REGULAR_TYPES = ("strikethrough", "listprice", "msrp", "regular", "wasprice", "srp")
@@ -90,9 +100,19 @@ def walk(data: Any, depth: int = 0, in_list: bool = False) -> Iterator[tuple[dic
             if key in ("offers", "hasVariant", "priceSpecification"):
                 continue  # read as part of their product/offer
             if isinstance(value, (dict, list)):
-                nested = in_list or listish or key in (
-                    "isRelatedTo", "isSimilarTo", "itemListElement", "isAccessoryOrSparePartFor",
-                    "isConsumableFor", "relatedLink", "mentions",
+                nested = (
+                    in_list
+                    or listish
+                    or key
+                    in (
+                        "isRelatedTo",
+                        "isSimilarTo",
+                        "itemListElement",
+                        "isAccessoryOrSparePartFor",
+                        "isConsumableFor",
+                        "relatedLink",
+                        "mentions",
+                    )
                 )
                 yield from walk(value, depth + 1, nested)
 
@@ -145,8 +165,10 @@ def read_offer(offer: dict[str, Any], cand: Candidate) -> None:
         if any(marker in ptype for marker in _REGULAR_TYPES):
             if regular is None:
                 regular, regular_text = spec_price, clean_text(value)
-        elif "referencequantity" in spec and "unitprice" in " ".join(types_of(spec)) and (
-            price is not None
+        elif (
+            "referencequantity" in spec
+            and "unitprice" in " ".join(types_of(spec))
+            and (price is not None)
         ):
             continue  # a per-unit price (per kg, per litre) next to the offer price
         elif price is None:
@@ -180,9 +202,11 @@ def _offers(node: dict[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for offer in _spec_list(value):
         nested = offer.get("offers")
-        if "aggregateoffer" in types_of(offer) and not (
-            offer.get("price") or offer.get("lowPrice")
-        ) and nested:
+        if (
+            "aggregateoffer" in types_of(offer)
+            and not (offer.get("price") or offer.get("lowPrice"))
+            and nested
+        ):
             out.extend(_spec_list(nested))
         else:
             out.append(offer)

@@ -160,7 +160,14 @@ def microdata_candidates(scoped: list[Any], loose: list[Any]) -> list[Candidate]
 
 
 _RDFA_PROPS = {
-    "price", "lowprice", "pricecurrency", "availability", "sku", "gtin13", "gtin", "name",
+    "price",
+    "lowprice",
+    "pricecurrency",
+    "availability",
+    "sku",
+    "gtin13",
+    "gtin",
+    "name",
 }
 
 
@@ -201,14 +208,20 @@ def opengraph_candidate(metas: list[Any]) -> Candidate | None:
         content = meta.get("content")
         if content is not None and key not in values:
             values[key] = content
-    for key in ("product:sale_price:amount", "product:price:amount", "og:price:amount",
-                "product:price", "og:price"):
+    for key in (
+        "product:sale_price:amount",
+        "product:price:amount",
+        "og:price:amount",
+        "product:price",
+        "og:price",
+    ):
         price = parse_machine(values.get(key))
         if price is not None:
             cand.price, cand.price_text = price, clean_text(values[key])
             prefix = key.rsplit(":", 1)[0] if key.endswith(":amount") else key
             cand.currency_raw = clean_text(
-                values.get(prefix + ":currency") or values.get("product:price:currency")
+                values.get(prefix + ":currency")
+                or values.get("product:price:currency")
                 or values.get("og:price:currency")
             )
             break

@@ -102,8 +102,20 @@ _CONTEXT_EXCLUDE = re.compile(
 _STRIKE_TAGS = frozenset({"del", "s", "strike"})
 _EMPHASIS_TAGS = frozenset({"strong", "b", "h1", "h2", "h3", "h4", "em"})
 _SKIP_TAGS = frozenset(
-    {"script", "style", "noscript", "option", "select", "textarea", "title", "head", "svg",
-     "path", "template", "iframe"}
+    {
+        "script",
+        "style",
+        "noscript",
+        "option",
+        "select",
+        "textarea",
+        "title",
+        "head",
+        "svg",
+        "path",
+        "template",
+        "iframe",
+    }
 )
 _SUP_CENTS = re.compile(r"^\d{2}$")
 _DIGIT = re.compile(r"\d")
@@ -199,7 +211,7 @@ def _context_before(el: Any) -> str:
     """Up to ~30 characters of text right before ``el`` in its parent."""
     prev = el.getprevious()
     if prev is not None:
-        text = (prev.tail or "")
+        text = prev.tail or ""
         if len(text.strip()) < 3:
             label = text_of(prev)[-40:]
             if not _DIGIT.search(label):  # a label, not another price
@@ -212,8 +224,8 @@ def _context_before(el: Any) -> str:
 
 def _ancestry(el: Any, levels: int = 14) -> tuple[str, bool, bool, str]:
     """(names of the 3 closest ancestors, struck through, hidden, names above them)."""
-    near = []
-    far = []
+    near: list[str] = []
+    far: list[str] = []
     struck = False
     hidden = False
     for depth, anc in enumerate(el.iterancestors()):

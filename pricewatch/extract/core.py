@@ -120,7 +120,8 @@ def _extract(
     if not scoped and not any(c.price is not None for c in structured):
         # Microdata properties outside any item scope (broken but common markup).
         loose = [
-            a.getparent() for a in _LOOSE_SCAN(root)
+            a.getparent()
+            for a in _LOOSE_SCAN(root)
             if a in ("price", "availability", "priceCurrency", "lowPrice")
         ]
     structured.extend(microdata_candidates(scoped, loose))
@@ -151,7 +152,7 @@ def _price_wholes(price: Decimal) -> tuple[list[str], str]:
         whole, frac = format(price.to_integral(), "f"), ""
     else:
         whole, _, frac = format(price.quantize(Decimal("0.01")), "f").partition(".")
-    groups = []
+    groups: list[str] = []
     rest = whole
     while len(rest) > 3:
         groups.insert(0, rest[-3:])
@@ -339,11 +340,7 @@ def _check_against_visible(
     for other in priced[1:]:
         if other.price in shown:
             return other
-    if (
-        visible.strong
-        and chosen.price in visible.regular_amounts
-        and visible.price < chosen.price
-    ):
+    if visible.strong and chosen.price in visible.regular_amounts and visible.price < chosen.price:
         # The page shows the markup price as the struck-through list price next to a
         # clearly lower current price: the markup is stale or gives the list price.
         cand = visible.as_candidate()

@@ -36,16 +36,43 @@ from pricewatch.extract.offer import Offer
 logger = logging.getLogger(__name__)
 
 _PRICE_KEYS = (
-    "saleprice", "currentprice", "finalprice", "sellingprice", "offerprice", "specialprice",
-    "pricenow", "nowprice", "price", "priceamount", "amount", "value", "current",
+    "saleprice",
+    "currentprice",
+    "finalprice",
+    "sellingprice",
+    "offerprice",
+    "specialprice",
+    "pricenow",
+    "nowprice",
+    "price",
+    "priceamount",
+    "amount",
+    "value",
+    "current",
 )
 _REGULAR_KEYS = (
-    "listprice", "regularprice", "originalprice", "wasprice", "msrp", "rrp", "compareatprice",
-    "baseprice", "oldprice", "strikethroughprice",
+    "listprice",
+    "regularprice",
+    "originalprice",
+    "wasprice",
+    "msrp",
+    "rrp",
+    "compareatprice",
+    "baseprice",
+    "oldprice",
+    "strikethroughprice",
 )
 _CURRENCY_KEYS = ("currency", "currencycode", "pricecurrency", "currencyiso")
-_STOCK_KEYS = ("availability", "instock", "isinstock", "available", "isavailable", "stockstatus",
-               "availabilitystatus", "instockstatus")
+_STOCK_KEYS = (
+    "availability",
+    "instock",
+    "isinstock",
+    "available",
+    "isavailable",
+    "stockstatus",
+    "availabilitystatus",
+    "instockstatus",
+)
 _SKU_KEYS = ("sku", "skuid", "productsku", "itemnumber", "articlenumber")
 _GTIN_KEYS = ("gtin", "gtin13", "ean", "upc", "gtin14", "gtin12", "gtin8")
 _NAME_KEYS = ("name", "title", "productname")

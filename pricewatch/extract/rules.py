@@ -35,6 +35,7 @@ from lxml.cssselect import CSSSelector, SelectorSyntaxError
 from pricewatch.extract._candidate import Candidate, clean_text, normalise_availability, valid_gtin
 from pricewatch.extract._money import ISO_CODES, parse_amount, parse_machine
 from pricewatch.extract._stock import stock_from_text
+from pricewatch.extract._tree import text_of
 
 SETTING = "PRICEWATCH_EXTRACT_RULES_FILE"
 FIELDS = ("price", "regular_price", "currency", "availability", "sku", "gtin", "name")
@@ -62,8 +63,8 @@ class DomainRule:
         for item in found[:10]:
             if isinstance(item, str):
                 text = str(item)
-            elif hasattr(item, "text_content"):
-                text = item.get("content") or item.text_content()
+            elif isinstance(getattr(item, "tag", None), str):
+                text = item.get("content") or text_of(item)
             else:
                 continue
             text = " ".join(text.split())

@@ -1,0 +1,100 @@
+"""The benchmark's scoring on the development corpus of real product pages, with floors.
+
+Quality floors only: timing is reported by ``bench/extraction.py``, never asserted. The
+floors the issue asks for that are not met yet are strict xfails next to regression
+floors at today's level, so that neither a regression nor a silent fix goes unnoticed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pricewatch.extract import Offer, extract_offer
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO.parent / "shared" / "corpus" / "product-pages"
+
+pytestmark = pytest.mark.skipif(
+    not (CORPUS / "ground-truth.json").exists(), reason=f"corpus not found at {CORPUS}"
+)
+
+
+def _bench() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "bench_extraction", REPO / "bench" / "extraction.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_extraction", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def scores() -> dict[str, Any]:
+    bench = _bench()
+    pages = bench.load_corpus(CORPUS)
+    offers = {key: extract_offer(body, truth.get("url", "")) for key, truth, body in pages}
+    return bench.score(pages, offers)
+
+
+@pytest.mark.parametrize(
+    ("attribute", "floor"),
+    [
+        pytest.param("price", 0.93, id="price-f1-issue-floor"),
+        pytest.param("availability", 0.92, id="availability-f1-regression-floor"),
+        pytest.param("sku", 0.80, id="sku-f1-regression-floor"),
+        pytest.param(
+            "availability",
+            0.96,
+            id="availability-f1-issue-floor",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="markup stock claims the annotators "
+                "overrule (size variants) and JS-only stock states",
+            ),
+        ),
+        pytest.param(
+            "sku",
+            0.85,
+            id="sku-f1-issue-floor",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="annotators take the visible product "
+                "code where markup gives an internal variant id",
+            ),
+        ),
+    ],
+)
+def test_f1_floor(scores: dict[str, Any], attribute: str, floor: float) -> None:
+    result = scores[attribute]
+    assert result.f1 >= floor, "\n".join(result.misses)
+
+
+def test_price_precision_beats_recall(scores: dict[str, Any]) -> None:
+    # Abstaining beats guessing: wrong prices must stay rarer than missed ones.
+    assert scores["price"].fp <= scores["price"].fn
+
+
+def test_scoring_follows_the_benchmark() -> None:
+    bench = _bench()
+    truth = {"url": "u", "price": ["87.11"], "availability": ["InStock"], "sku": ["A", "B"]}
+    pages = [("k1", truth, b""), ("k2", {"url": "u"}, b"")]
+    offers = {
+        "k1": Offer(price=Decimal("87.110"), availability="OutOfStock", sku="B"),
+        "k2": Offer(price=Decimal("5")),
+    }
+    result = bench.score(pages, offers)
+    assert (result["price"].tp, result["price"].fp, result["price"].fn) == (1, 1, 0)
+    assert (result["availability"].tp, result["availability"].fp, result["availability"].fn) == (
+        0,
+        1,
+        1,
+    )
+    assert (result["sku"].tp, result["sku"].fp, result["sku"].fn) == (1, 0, 0)
