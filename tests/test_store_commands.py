@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import io
 import os
@@ -91,10 +92,6 @@ def test_prices_table_history_and_csv(store_url: str) -> None:
     assert kettle[1:6] == ["KET-1", "17.00", "EUR", "OutOfStock", "2026-03-01"]
     assert "3 SKUs" in table.stderr
 
-    domain = scrapy("prices", "--domain", "b.test", store=store_url)
-    assert domain.returncode == 0, domain.stderr
-    assert [line.split()[0] for line in domain.stdout.splitlines()[2:]] == ["https://b.test/item/9"]
-
     history = scrapy("prices", "--history", "KET-1", store=store_url)
     assert history.returncode == 0, history.stderr
     rows = [line.split() for line in history.stdout.splitlines()[2:]]
@@ -106,13 +103,6 @@ def test_prices_table_history_and_csv(store_url: str) -> None:
     assert [r[2] for r in rows] == ["19.99", "17.00", "17.00"]
     assert rows[0][3:] == ["EUR", "24.50", "InStock", "https://a.test/p/kettle"]
     assert rows[-1][3:] == ["EUR", "OutOfStock", "https://a.test/p/kettle"]
-    by_url = scrapy("prices", "--history", "https://a.test/p/kettle", store=store_url)
-    assert by_url.stdout == history.stdout
-
-    missing = scrapy("prices", "--history", "NOPE", store=store_url)
-    assert missing.returncode == 3
-    assert "no history for 'NOPE'" in missing.stderr
-
     exported = scrapy("prices", "--csv", store=store_url)
     assert exported.returncode == 0, exported.stderr
     records = list(csv.DictReader(io.StringIO(exported.stdout)))
@@ -142,9 +132,22 @@ async def test_csv_is_the_same_on_both_backends(sqlite_url: str, postgres_url: s
     assert outputs[0].count(b"\n") == 4
 
 
-def test_store_option_overrides_the_setting(sqlite_url: str, tmp_path: Path) -> None:
+def test_prices_options(sqlite_url: str, tmp_path: Path) -> None:
+    """Backend-independent options, on SQLite (the store methods behind them run on both
+    backends in test_store_contract.py)."""
     asyncio.run(fill(sqlite_url))
-    other = f"sqlite:///{tmp_path / 'other.db'}"
+    domain = scrapy("prices", "--domain", "b.test", store=sqlite_url)
+    assert domain.returncode == 0, domain.stderr
+    assert [line.split()[0] for line in domain.stdout.splitlines()[2:]] == ["https://b.test/item/9"]
+    by_url = scrapy("prices", "--history", "https://a.test/p/kettle", store=sqlite_url)
+    assert by_url.returncode == 0, by_url.stderr
+    assert len(by_url.stdout.splitlines()) == 2 + 3
+
+    missing = scrapy("prices", "--history", "NOPE", store=sqlite_url)
+    assert missing.returncode == 3
+    assert "no history for 'NOPE'" in missing.stderr
+
+    other = f"sqlite:///{tmp_path / 'other.db'}"  # --store beats PRICEWATCH_STORE_URL
     result = scrapy("prices", "--csv", "--store", sqlite_url, store=other)
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("\n") == 4
@@ -157,12 +160,34 @@ def test_db_upgrade_is_idempotent(store_url: str) -> None:
     again = scrapy("db", "upgrade", store=store_url)
     assert again.returncode == 0, again.stderr
     assert "schema up to date" in again.stdout
-    empty = scrapy("prices", "--csv", store=store_url)
-    assert empty.returncode == 0, empty.stderr
-    assert empty.stdout.splitlines() == [
-        "url,domain,sku,name,price,currency,regular_price,availability,"
-        "first_seen_at,checked_at,changed_at"
-    ]
+    tables = asyncio.run(_count_rows(store_url))
+    assert tables == {"products": 0, "price_changes": 0, "store_migrations": 1}
+
+
+async def _count_rows(url: str) -> dict[str, int]:
+    store = store_from_url(url, auto_migrate=False)  # refuses an unmigrated schema
+    async with store:
+        assert [row async for row in store.latest()] == []
+    if url.startswith("sqlite"):
+        import sqlite3
+
+        from pricewatch._urls import sqlite_path
+
+        with contextlib.closing(sqlite3.connect(sqlite_path(url))) as db:
+            return {
+                t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("products", "price_changes", "store_migrations")
+            }
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        return {
+            t: await conn.fetchval(f"SELECT count(*) FROM {t}")
+            for t in ("products", "price_changes", "store_migrations")
+        }
+    finally:
+        await conn.close()
 
 
 @pytest.mark.parametrize("command", [("prices",), ("db", "upgrade")])
@@ -177,6 +202,15 @@ def test_unreachable_postgresql_is_a_clear_error_with_the_password_masked(
     assert "Traceback" not in result.stderr
 
 
-def test_usage_errors() -> None:
-    assert scrapy("db", "downgrade").returncode == 2
-    assert scrapy("prices", "--history", "X", "--csv").returncode == 2
+def test_prices_does_not_create_a_missing_sqlite_store(tmp_path: Path) -> None:
+    missing = tmp_path / "typo.db"
+    result = scrapy("prices", store=f"sqlite:///{missing}")
+    assert result.returncode == 1
+    assert "no store at" in result.stderr
+    assert not missing.exists()
+
+
+def test_usage_error() -> None:
+    result = scrapy("db", "downgrade")
+    assert result.returncode == 2
+    assert "expected one action of upgrade" in result.stderr

@@ -23,6 +23,7 @@ from decimal import Decimal
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from pricewatch._urls import scheme, sqlite_path
 from pricewatch.storage import Store, StoreUnavailable, store_from_settings
 from pricewatch.storage._values import canonical_decimal
 
@@ -97,6 +98,9 @@ class Command(ScrapyCommand):
         assert self.settings is not None
         try:
             store = store_from_settings(self.settings, url=opts.store)
+            if scheme(store.url) == "sqlite" and not sqlite_path(store.url).exists():
+                # Reading must not create an empty store at a mistyped path.
+                raise StoreUnavailable(f"no store at {store.url} ({sqlite_path(store.url)})")
             self.exitcode = asyncio.run(self._run(store, opts))
         except (StoreUnavailable, ValueError) as exc:
             print(f"prices: {exc}", file=sys.stderr)
