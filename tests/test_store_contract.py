@@ -58,7 +58,9 @@ async def latest(store: Store, domain: str | None = None):
 
 
 async def test_first_observation_is_a_change_and_a_product(store: Store) -> None:
-    result = await store.write([obs(sku="SKU-1", regular="24.99", name="Kettle", source="jsonld")])
+    result = await store.write(
+        [obs(sku="SKU-1", regular="24.99", name="Kettle", source="jsonld", config_version="v3")]
+    )
     assert result.written == 1
     assert result.changed == {"https://shop.test/p/1"}
     assert result.rejected == []
@@ -76,6 +78,7 @@ async def test_first_observation_is_a_change_and_a_product(store: Store) -> None
         Decimal("24.99"),
     )
     assert row.first_seen_at == row.checked_at == row.changed_at == T0
+    assert (row.config_version, row.raw_hash) == ("v3", "19.99|EUR|24.99|InStock")
     [change] = await store.history("https://shop.test/p/1")
     assert (change.price, change.observed_at, change.sku) == (Decimal("19.99"), T0, "SKU-1")
 
