@@ -14,17 +14,27 @@ loop iteration, so within one ``_process_queue`` call the free count never goes 
 and the whole slot queue (up to ``CONCURRENT_REQUESTS``) goes out at once. This class
 counts the request as transferring at the moment it leaves the queue, synchronously,
 which is what the loop condition assumes.
+
+Transfer gates: a downloader middleware may define ``before_transfer(request)``. It is
+called when the request leaves its slot queue, right before the transfer starts, and may
+raise (e.g. ``DomainDeferred`` when the domain's circuit opened while the request waited
+in the queue: ``process_request`` ran before it was queued, so it cannot know). The
+exception fails that request's download as any download error does (the middlewares'
+``process_exception``, then the request's errback), and the slot moves on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
 from scrapy.core.downloader import Downloader
+from twisted.python.failure import Failure
 
 if TYPE_CHECKING:
     from scrapy.core.downloader import Slot
+    from scrapy.crawler import Crawler
     from scrapy.http import Request, Response
     from twisted.internet.defer import Deferred
 
@@ -34,7 +44,15 @@ __all__ = ["SlotAccountingDownloader"]
 class SlotAccountingDownloader(Downloader):
     """``scrapy.core.downloader.Downloader`` with a request counted against its slot's
     concurrency from the moment it is taken off the slot queue, not from the moment its
-    download task first runs."""
+    download task first runs, and with transfer gates (see the module docstring)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        self.transfer_gates: list[Callable[[Request], None]] = [
+            mw.before_transfer
+            for mw in self.middleware.middlewares
+            if callable(getattr(mw, "before_transfer", None))
+        ]
 
     def _wait_for_download(  # type: ignore[override]
         self, slot: Slot, request: Request, queue_dfd: Deferred[Response]
@@ -43,5 +61,19 @@ class SlotAccountingDownloader(Downloader):
         # it re-checks slot.free_transfer_slots(): reserve the transfer slot now. The
         # parent's _download() adds the same request again (a set: no-op) and removes it
         # when the download ends, which releases the reservation.
+        for gate in self.transfer_gates:
+            try:
+                gate(request)
+            except Exception:
+                # Not transferred: the slot stays free for the next queued request.
+                return self._refuse(request, queue_dfd, Failure())
         slot.transferring.add(request)
         return super()._wait_for_download(slot, request, queue_dfd)
+
+    async def _refuse(
+        self, request: Request, queue_dfd: Deferred[Response], failure: Failure
+    ) -> None:
+        queue_dfd.errback(failure)  # awaited in _enqueue_request()
+        self.signals.send_catch_log(
+            signal=signals.request_left_downloader, request=request, spider=self.crawler.spider
+        )

@@ -3,6 +3,7 @@ clock, and a real SQLite frontier (the shared pause)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import AsyncIterator
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scrapy import signals
 from scrapy.http import HtmlResponse, Request, Response
 from scrapy.utils.test import get_crawler
 
@@ -20,6 +22,7 @@ from pricewatch.frontier import Entry, Lease
 from pricewatch.politeness.breaker import PROBE_META, CircuitBreakerMiddleware, State
 from pricewatch.runtime import CrawlResources
 
+THRESHOLD_IN_BUILD = 3
 SHOP = "shop-a.test"
 OTHER = "shop-b.test"
 PRODUCT = (
@@ -42,7 +45,7 @@ class Clock:
 def build(tmp_path: Path, **settings: Any) -> tuple[CircuitBreakerMiddleware, Clock]:
     base: dict[str, Any] = {
         "PRICEWATCH_FRONTIER_URL": f"sqlite:///{tmp_path / 'frontier.db'}",
-        "PRICEWATCH_BREAKER_THRESHOLD": 3,
+        "PRICEWATCH_BREAKER_THRESHOLD": THRESHOLD_IN_BUILD,
         "PRICEWATCH_BREAKER_WINDOW": 30.0,
         "PRICEWATCH_BREAKER_COOLDOWN": 10.0,
         "PRICEWATCH_BREAKER_COOLDOWN_FACTOR": 2.0,
@@ -279,7 +282,7 @@ async def test_half_open_lets_one_probe_through_and_success_closes(
     clock.now += 10.5
     probe = req()
     assert mw.process_request(probe) is None
-    assert probe.meta[PROBE_META] is True
+    assert probe.meta[PROBE_META] == mw.circuit(SHOP).probe is not None
     assert mw.circuit(SHOP).state is State.HALF_OPEN
     assert stat(mw, "breaker/half_open") == 1
     with pytest.raises(DomainDeferred) as info:  # one probe at a time
@@ -348,7 +351,7 @@ async def test_lost_probe_does_not_wedge_half_open(
     clock.now += 16
     second = req(path="/p/3")
     assert mw.process_request(second) is None
-    assert second.meta[PROBE_META] is True
+    assert second.meta[PROBE_META] == mw.circuit(SHOP).probe is not None
 
 
 # -- challenge pages -------------------------------------------------------------------------
@@ -439,3 +442,72 @@ async def test_lease_domain_is_the_circuit_key(
         mw.process_request(req(pricewatch_lease=lease))
     # robots.txt is never gated (Scrapy's robots middleware fetches it for the domain).
     assert mw.process_request(req(path="/robots.txt")) is None
+
+
+async def test_requests_queued_before_the_circuit_opened_are_deferred_at_transfer(
+    tmp_path: Path, closing: list[CircuitBreakerMiddleware]
+) -> None:
+    """process_request ran while closed, then the request waited in the slot queue: the
+    downloader asks again (before_transfer) as it leaves the queue."""
+    mw, _ = build(tmp_path)
+    closing.append(mw)
+    queued = req(path="/p/9")
+    assert mw.process_request(queued) is None
+    await trip(mw)
+    with pytest.raises(DomainDeferred):
+        mw.before_transfer(queued)
+    assert stat(mw, "breaker/deferred") == 1
+
+
+async def test_the_probe_passes_its_transfer_gate_but_a_stale_probe_copy_does_not(
+    tmp_path: Path, closing: list[CircuitBreakerMiddleware]
+) -> None:
+    mw, clock = build(tmp_path)
+    closing.append(mw)
+    await trip(mw)
+    clock.now += 11
+    first = req()
+    mw.process_request(first)
+    mw.before_transfer(first)  # the probe on its way out of the slot queue
+    with pytest.raises(Blocked):  # a failed probe: reopens for 20 s
+        await mw.process_response(first, resp(first, 503))
+    clock.now += 21
+    second = req(path="/p/2")
+    mw.process_request(second)  # the new probe
+    stale = first.copy()  # e.g. a retry of the first probe, meta copied
+    with pytest.raises(DomainDeferred):
+        mw.process_request(stale)
+    mw.before_transfer(second)
+    await mw.process_response(second, resp(second))
+    assert mw.circuit(SHOP).state is State.CLOSED
+
+
+async def test_blocks_count_when_downloaded_so_the_gate_closes_before_process_response(
+    tmp_path: Path, closing: list[CircuitBreakerMiddleware]
+) -> None:
+    """Scrapy frees the slot (and sends the next queued request) between the
+    response_downloaded signal and process_response: the block counts at the signal."""
+    mw, _ = build(tmp_path)
+    closing.append(mw)
+    sent = [req(path=f"/p/{i}") for i in range(THRESHOLD_IN_BUILD)]
+    for request in sent:
+        mw.process_request(request)
+    queued = req(path="/p/queued")
+    mw.process_request(queued)
+    responses = [resp(request, 429, b"") for request in sent]
+    for request, response in zip(sent, responses, strict=True):
+        mw.crawler.signals.send_catch_log(
+            signal=signals.response_downloaded, response=response, request=request, spider=None
+        )
+    assert mw.circuit(SHOP).state is State.OPEN
+    with pytest.raises(DomainDeferred):
+        mw.before_transfer(queued)
+    for request, response in zip(sent, responses, strict=True):
+        with pytest.raises(Blocked):
+            await mw.process_response(request, response)
+    assert stat(mw, "breaker/blocks") == THRESHOLD_IN_BUILD  # each counted once
+    assert stat(mw, "breaker/opened") == 1
+    await asyncio.sleep(0.2)  # the frontier pause runs as a task
+    frontier = await CrawlResources.of(mw.crawler).frontier()
+    await frontier.add([Entry(f"http://{SHOP}/p/77")])
+    assert await frontier.claim(5) == []

@@ -41,6 +41,8 @@ Stats: ``pricewatch/breaker/opened``, ``pricewatch/breaker/half_open``,
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import logging
 import math
 import time
@@ -49,6 +51,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, NoReturn
 
+from scrapy import signals
 from scrapy.utils.httpobj import urlparse_cached
 
 from pricewatch._http import parse_retry_after
@@ -66,6 +69,7 @@ logger = logging.getLogger(__name__)
 
 LEASE_META = "pricewatch_lease"
 PROBE_META = "pricewatch_breaker_probe"
+COUNTED_META = "_pricewatch_breaker_counted"  # the block was counted at download time
 DONT_BREAK_META = "dont_break_circuit"
 
 
@@ -151,9 +155,16 @@ class Circuit:
     cooldown: float = 0.0  # the cooldown of the last opening
     opened_at: float | None = None  # when the circuit last went from closed to open
     probe_started: float | None = None
+    probe: int | None = None  # token of the probe in flight (Request.meta[PROBE_META])
 
     def remaining(self, now: float) -> float:
         return max(self.open_until - now, 0.0)
+
+
+def is_probe(request: Request, circuit: Circuit) -> bool:
+    """Whether ``request`` is the probe ``circuit`` is waiting for (a retry copy of an
+    older probe carries an older token)."""
+    return circuit.probe is not None and request.meta.get(PROBE_META) == circuit.probe
 
 
 def request_domain(request: Request) -> str:
@@ -175,7 +186,10 @@ class CircuitBreakerMiddleware:
         assert crawler.stats is not None
         self.stats = crawler.stats
         self.circuits: dict[str, Circuit] = {}
+        self._probes = itertools.count(1)
+        self._tasks: set[asyncio.Task[None]] = set()
         self.clock = time.monotonic
+        crawler.signals.connect(self.response_downloaded, signal=signals.response_downloaded)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CircuitBreakerMiddleware:
@@ -200,6 +214,15 @@ class CircuitBreakerMiddleware:
     # -- middleware hooks --------------------------------------------------------------------
 
     def process_request(self, request: Request) -> None:
+        self._admit(request)
+
+    def before_transfer(self, request: Request) -> None:
+        """Asked again by ``SlotAccountingDownloader`` when the request leaves its slot
+        queue: the circuit may have opened while it waited there."""
+        self._admit(request)
+
+    def _admit(self, request: Request) -> None:
+        """Let the request through, make it the probe, or raise ``DomainDeferred``."""
         if not self.config.enabled or request.meta.get(DONT_BREAK_META):
             return
         if urlparse_cached(request).path == "/robots.txt":
@@ -214,15 +237,36 @@ class CircuitBreakerMiddleware:
                 self._defer(request, domain, circuit.remaining(now), "circuit open")
             circuit.state = State.HALF_OPEN
             circuit.probe_started = None
+            circuit.probe = None
             self.stats.inc_value("pricewatch/breaker/half_open")
             logger.info("Circuit of %s half-open: probing with %s", domain, request.url)
+        if is_probe(request, circuit):
+            return  # the probe itself, on its way out of the slot queue
         # Half-open: one probe at a time.
         if circuit.probe_started is not None and now - circuit.probe_started < (
             self.config.probe_timeout
         ):
             self._defer(request, domain, self.config.half_open_retry, "circuit half-open")
         circuit.probe_started = now
-        request.meta[PROBE_META] = True
+        circuit.probe = next(self._probes)
+        request.meta[PROBE_META] = circuit.probe
+
+    def response_downloaded(self, response: Response, request: Request, **kwargs: object) -> None:
+        """``response_downloaded`` signal: count a blocked status as soon as it arrives.
+
+        Scrapy frees the download slot right after this signal, before the response
+        reaches ``process_response``; counting here lets the transfer gate stop the next
+        queued request of a domain whose circuit this response opens."""
+        if not self.config.enabled or request.meta.get(DONT_BREAK_META):
+            return
+        if response.status not in self.config.status_codes:
+            return
+        request.meta[COUNTED_META] = True
+        domain = request_domain(request)
+        hint = parse_retry_after(response.headers.get(b"Retry-After"))
+        pause = self._record_block(request, domain, hint)
+        if pause is not None:
+            self._pause_soon(domain, pause)
 
     async def process_response(self, request: Request, response: Response) -> Response:
         if request.meta.get(DONT_BREAK_META):
@@ -232,14 +276,16 @@ class CircuitBreakerMiddleware:
         if marker is not None:
             self.stats.inc_value("pricewatch/challenge/detected")
             logger.info("Challenge page from %s (marker %r): %s", domain, marker, request.url)
-        blocked = marker is not None or response.status in self.config.status_codes
         if not self.config.enabled:
             if marker is not None:
                 raise Blocked(f"challenge page ({marker})")
             return response
-        if blocked:
-            hint = parse_retry_after(response.headers.get(b"Retry-After"))
-            await self._record_block(request, domain, hint)
+        hint = parse_retry_after(response.headers.get(b"Retry-After"))
+        if marker is not None or response.status in self.config.status_codes:
+            if not request.meta.pop(COUNTED_META, False):
+                pause = self._record_block(request, domain, hint)
+                if pause is not None:
+                    await self._pause(domain, pause)
             circuit = self.circuit(domain)
             if circuit.state is State.OPEN:
                 left = circuit.remaining(self.clock())
@@ -247,77 +293,69 @@ class CircuitBreakerMiddleware:
             if marker is not None:
                 raise Blocked(f"challenge page ({marker})", retry_after=hint)
             return response
+        circuit = self.circuits.get(domain)
+        if circuit is None or circuit.state is not State.HALF_OPEN:
+            return response
+        if not is_probe(request, circuit):
+            return response
         if response.status < 500:
-            self._record_success(request, domain)
+            self._close(domain, circuit)
         else:
-            await self._record_failure(request, domain)
+            logger.info("Probe of %s failed with a server error: circuit reopens", domain)
+            await self._pause(domain, self._open(domain, circuit, None, reopen=True))
         return response
 
     async def process_exception(self, request: Request, exception: Exception) -> None:
         if isinstance(exception, DomainDeferred | Blocked):
             return
-        if request.meta.get(PROBE_META) and not request.meta.get(DONT_BREAK_META):
+        if PROBE_META in request.meta and not request.meta.get(DONT_BREAK_META):
             domain = request_domain(request)
             circuit = self.circuit(domain)
-            if circuit.state is State.HALF_OPEN:
+            if circuit.state is State.HALF_OPEN and is_probe(request, circuit):
                 logger.info("Probe of %s failed (%r): circuit reopens", domain, exception)
-                await self._open(domain, circuit, None, reopen=True)
+                await self._pause(domain, self._open(domain, circuit, None, reopen=True))
 
-    # -- transitions -------------------------------------------------------------------------
+    # -- transitions (synchronous; the frontier pause is awaited or scheduled by callers) ----
 
     def _defer(self, request: Request, domain: str, retry_after: float, why: str) -> NoReturn:
         self.stats.inc_value("pricewatch/breaker/deferred")
         raise DomainDeferred(f"{why} for {domain}", retry_after=retry_after)
 
-    async def _record_block(self, request: Request, domain: str, hint: float | None) -> None:
+    def _record_block(self, request: Request, domain: str, hint: float | None) -> float | None:
+        """Count one block; the seconds to pause the domain for, if it must be paused."""
         self.stats.inc_value("pricewatch/breaker/blocks")
         circuit = self.circuit(domain)
         now = self.clock()
         if circuit.state is State.HALF_OPEN:
-            if request.meta.get(PROBE_META):
+            if is_probe(request, circuit):
                 logger.info("Probe of %s was blocked: circuit reopens", domain)
-                await self._open(domain, circuit, hint, reopen=True)
-            return
+                return self._open(domain, circuit, hint, reopen=True)
+            return None
         if circuit.state is State.OPEN:
             if hint is not None and now + hint > circuit.open_until:
                 # The shop asks for longer than our cooldown: honour it everywhere.
                 circuit.open_until = now + hint
-                await self._pause(domain, hint)
-            return
+                return hint
+            return None
         circuit.blocks.append(now)
         while circuit.blocks and circuit.blocks[0] <= now - self.config.window:
             circuit.blocks.popleft()
         if len(circuit.blocks) >= self.config.threshold:
-            await self._open(domain, circuit, hint, reopen=False)
+            return self._open(domain, circuit, hint, reopen=False)
+        return None
 
-    def _record_success(self, request: Request, domain: str) -> None:
-        circuit = self.circuits.get(domain)
-        if circuit is None or circuit.state is not State.HALF_OPEN:
-            return
-        if not request.meta.get(PROBE_META):
-            return
+    def _close(self, domain: str, circuit: Circuit) -> None:
         circuit.state = State.CLOSED
         circuit.blocks.clear()
         circuit.opened_at = None
         circuit.probe_started = None
+        circuit.probe = None
         circuit.cooldown = 0.0
         self.stats.inc_value("pricewatch/breaker/closed")
         logger.info("Circuit of %s closed: the probe succeeded", domain)
 
-    async def _record_failure(self, request: Request, domain: str) -> None:
-        """A 5xx that is not a block: neutral, except that a failed probe reopens."""
-        circuit = self.circuits.get(domain)
-        if (
-            circuit is not None
-            and circuit.state is State.HALF_OPEN
-            and request.meta.get(PROBE_META)
-        ):
-            logger.info("Probe of %s failed with a server error: circuit reopens", domain)
-            await self._open(domain, circuit, None, reopen=True)
-
-    async def _open(
-        self, domain: str, circuit: Circuit, hint: float | None, *, reopen: bool
-    ) -> None:
+    def _open(self, domain: str, circuit: Circuit, hint: float | None, *, reopen: bool) -> float:
+        """Open (or reopen) the circuit; returns how long, in seconds."""
         now = self.clock()
         if reopen and circuit.cooldown > 0:
             cooldown = circuit.cooldown * self.config.cooldown_factor
@@ -330,6 +368,7 @@ class CircuitBreakerMiddleware:
         circuit.state = State.OPEN
         circuit.open_until = now + cooldown
         circuit.probe_started = None
+        circuit.probe = None
         circuit.blocks.clear()
         if circuit.opened_at is None:
             circuit.opened_at = now
@@ -340,7 +379,13 @@ class CircuitBreakerMiddleware:
             cooldown,
             "probe failed" if reopen else f"{self.config.threshold} blocks",
         )
-        await self._pause(domain, cooldown)
+        return cooldown
+
+    def _pause_soon(self, domain: str, seconds: float) -> None:
+        """Pause the domain in the frontier from synchronous code (a signal handler)."""
+        task = asyncio.get_running_loop().create_task(self._pause(domain, seconds))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _pause(self, domain: str, seconds: float) -> None:
         try:
