@@ -48,26 +48,16 @@ def scores() -> dict[str, Any]:
     ("attribute", "floor"),
     [
         pytest.param("price", 0.93, id="price-f1-issue-floor"),
+        pytest.param("sku", 0.85, id="sku-f1-issue-floor"),
         pytest.param("availability", 0.92, id="availability-f1-regression-floor"),
-        pytest.param("sku", 0.80, id="sku-f1-regression-floor"),
         pytest.param(
             "availability",
             0.96,
             id="availability-f1-issue-floor",
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="markup stock claims the annotators "
-                "overrule (size variants) and JS-only stock states",
-            ),
-        ),
-        pytest.param(
-            "sku",
-            0.85,
-            id="sku-f1-issue-floor",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="annotators take the visible product "
-                "code where markup gives an internal variant id",
+                reason="markup stock claims the annotators overrule (size variants) and "
+                "stock states only JavaScript renders",
             ),
         ),
     ],

@@ -16,6 +16,10 @@ import re
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+import lxml.etree
+
+from pricewatch.extract._tree import text_of
+
 _LABEL = (
     r"sku|product\s?code|product\s?number|product\s?no\.?|item\s?(?:number|no\.?|#|code|id)|"
     r"article\s?(?:number|no\.?)|art\.?\s?-?\s?nr\.?|artikel\s?-?\s?nr\.?|artikelnummer|"
@@ -109,6 +113,22 @@ def looks_like_label(text: str) -> bool:
     ):
         return False
     return bool(_LABEL_ONLY.match(stripped) or _LABEL_AND_VALUE.match(stripped))
+
+
+# Elements whose class names a code ("product-code", "prd-code", "sku-code"...).
+_CODE_CLASSES = lxml.etree.XPath("//@class[contains(., 'ode')]")
+
+
+def sku_from_code_label(root: Any) -> str | None:
+    """A labelled code ("Product code: 83810610") in an element whose class names a code."""
+    for attribute in _CODE_CLASSES(root)[:50]:
+        el = attribute.getparent()
+        text = " ".join(text_of(el).split())
+        if text and looks_like_label(text):
+            code = code_from_label(text, None)
+            if code:
+                return code
+    return None
 
 
 def sku_from_inputs(root: Any) -> str | None:

@@ -34,11 +34,11 @@ from pricewatch.extract._stock import says_buy, stock_from_text
 from pricewatch.extract._tree import text_of
 
 # Elements read per page at most; the scan widens from the title until this is spent.
-SCAN_BUDGET = 6000
+SCAN_BUDGET = 3000
 # Levels above the title the scan may climb.
 MAX_LEVELS = 9
 # Levels the scan keeps climbing after the first good candidate (to see competitors).
-EXTRA_LEVELS = 2
+EXTRA_LEVELS = 1
 
 _CURRENCY_RE = re.compile(
     r"[€$£¥₹₽₴₺₪₩฿₫₦₱]|\b(?:CHF|EUR|USD|GBP|PLN|SEK|NOK|DKK|RON|CZK|HUF|Kč|Ft|lei|Lei|kr|"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import lxml.etree
 
 from pricewatch.extract._candidate import Candidate
-from pricewatch.extract._ids import sku_from_inputs, sku_from_url
+from pricewatch.extract._ids import sku_from_code_label, sku_from_inputs, sku_from_url
 from pricewatch.extract._jsonld import load_json, product_candidates
 from pricewatch.extract._markup import (
     microdata_candidates,
@@ -172,8 +172,9 @@ _REGULAR_CONTEXT = re.compile(
 )
 
 
-def _occurrences(data: bytes, price: Decimal, limit: int = 40) -> list[int]:
-    """Start offsets of ``price`` written as a standalone number in ``data`` (UTF-8)."""
+def _occurrences(data: bytes, price: Decimal, limit: int = 200) -> Iterator[int]:
+    """Start offsets of ``price`` written as a standalone number in ``data`` (UTF-8), in
+    needle order, at most ``limit`` candidates looked at."""
     wholes, frac = _price_wholes(price)
     needles = []
     for whole in wholes:
@@ -182,10 +183,11 @@ def _occurrences(data: bytes, price: Decimal, limit: int = 40) -> list[int]:
             needles += [f"{whole}{sep}{f}".encode() for sep in ".," for f in fracs]
         else:
             needles.append(whole.encode())
-    found: list[int] = []
+    looked = 0
     for needle in needles:
         start = data.find(needle)
-        while start != -1 and len(found) < limit:
+        while start != -1 and looked < limit:
+            looked += 1
             end = start + len(needle)
             after = data[end : end + 3]
             if (start == 0 or data[start - 1] not in _NUMBER_BYTES) and not after[:1].isdigit():
@@ -193,9 +195,8 @@ def _occurrences(data: bytes, price: Decimal, limit: int = 40) -> list[int]:
                 if frac or not (
                     after[:1] in (b".", b",") and after[1:2].isdigit() and after[1:3] != b"00"
                 ):
-                    found.append(start)
+                    yield start
             start = data.find(needle, end)
-    return found
 
 
 def _markup_price_shown(body: bytes | str, priced: list[Candidate]) -> bool:
@@ -294,9 +295,16 @@ def decide(
     ):
         chosen.regular_price = None
         chosen.regular_price_text = None
-    # Identifier: markup, then the form field that posts the item to the cart, then a
-    # labelled code on the page, then the URL.
-    sku = chosen.sku or sku_from_inputs(root) or visible.sku or sku_from_url(url)
+    # Identifier: the code the page labels as such ("Product code: ...") is what shoppers
+    # and the shop's staff quote, then markup, the form field that posts the item to the
+    # cart, a labelled code near the title, the URL.
+    sku = (
+        sku_from_code_label(root)
+        or chosen.sku
+        or sku_from_inputs(root)
+        or visible.sku
+        or sku_from_url(url)
+    )
     availability = chosen.availability
     if visible.availability == "OutOfStock" and chosen.source in ("visible",):
         availability = "OutOfStock"
