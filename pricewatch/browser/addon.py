@@ -75,6 +75,8 @@ class BrowserAddon:
                 if "PRICEWATCH_BROWSER_BLOCK_URLS" in settings
                 else list(BLOCK_URLS)
             )
+            types = [t for t in types if t.strip()]
+            urls = [u for u in urls if u.strip()]
             if types or urls:
                 settings.set(
                     "PLAYWRIGHT_ABORT_REQUEST", ResourceBlocker(types, urls), priority="addon"
