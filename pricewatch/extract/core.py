@@ -28,11 +28,12 @@ from pricewatch.extract._markup import (
 )
 from pricewatch.extract._money import (
     domain_currency,
+    parse_amount,
     region_currency,
     resolve_currency,
     tld_currency,
 )
-from pricewatch.extract._tree import parse
+from pricewatch.extract._tree import parse, text_of
 from pricewatch.extract._visible import VisibleReading, read_visible
 from pricewatch.extract.offer import Offer
 from pricewatch.extract.rules import Rules, apply_rules
@@ -286,10 +287,12 @@ def decide(
         chosen.regular_price = None
     else:
         _merge(chosen, ([ruled] if ruled is not None else []) + structured)
-    if chosen.price is not None and chosen.regular_price is None and visible.regular is not None:
-        if visible.regular > chosen.price:
+    if chosen.price is not None and chosen.regular_price is None:
+        if visible.regular is not None and visible.regular > chosen.price:
             chosen.regular_price = visible.regular
             chosen.regular_price_text = visible.regular_text
+        elif not visible.scanned:
+            chosen.regular_price, chosen.regular_price_text = _struck_beside(root, chosen.price)
     if chosen.regular_price is not None and (
         chosen.price is None or chosen.regular_price <= chosen.price
     ):
@@ -333,6 +336,29 @@ def decide(
         price_text=chosen.price_text,
         regular_price_text=chosen.regular_price_text,
     )
+
+
+def _struck_beside(root: Any, price: Decimal) -> tuple[Decimal | None, str | None]:
+    """A struck-through amount above ``price`` in the same small box as ``price``: the list
+    price beside the markup price (markup rarely carries it)."""
+    for el in root.iter("del", "s", "strike"):
+        text = " ".join(text_of(el).split())
+        if not text or len(text) > 40:
+            continue
+        amount, _ = parse_amount(text)
+        if amount is None or not price < amount <= price * 10:
+            continue
+        box = el.getparent()
+        for _ in range(2):
+            if box is None:
+                break
+            box_text = text_of(box)
+            if len(box_text) > 400:
+                break
+            if next(_occurrences(box_text.encode("utf-8", "replace"), price), None) is not None:
+                return amount, text
+            box = box.getparent()
+    return None, None
 
 
 def _check_against_visible(
