@@ -242,23 +242,37 @@ def test_learned_route_is_shared_through_the_redis_frontier(
     assert members == {js_host}
 
 
-def test_page_that_never_renders_a_price_times_out_as_no_price_and_is_closed(
-    tmp_path: Path, sandbox_factory: Any
-) -> None:
-    shop = sandbox_factory(shops=0, js_shops=1, products=3, js_delay=60)
+def test_pages_are_closed_on_timeouts_and_on_errors(tmp_path: Path, sandbox_factory: Any) -> None:
+    """One shop never renders a price (its script waits 60 s): the wait times out, the SKU
+    ends as no_price. The other drops every connection: the navigation fails, the SKU ends
+    as error in the errback. Every page opened is closed either way."""
+    shop = sandbox_factory(shops=0, js_shops=2, products=3, js_delay=60, mode=["127.0.0.3=drop"])
+    silent, dropping = (s["host"] for s in shop.js_shops)
+    assert dropping == "127.0.0.3"
     env = scrapy_env(tmp_path)
-    host = shop.js_shops[0]["host"]
-    urls = shop.urls(host=host)[:2]
-    seed(env, urls)
+    silent_urls = shop.urls(host=silent)[:2]
+    dropped_urls = shop.urls(host=dropping)[:1]
+    seed(env, silent_urls + dropped_urls)
     started = time.monotonic()
     stats = crawl(
-        tmp_path, env, f"PRICEWATCH_JS_DOMAINS={host}", "PRICEWATCH_BROWSER_WAIT_TIMEOUT=1.5"
+        tmp_path,
+        env,
+        f"PRICEWATCH_JS_DOMAINS={silent},{dropping}",
+        "PRICEWATCH_BROWSER_WAIT_TIMEOUT=1.5",
+        "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT=5000",
     )
-    assert time.monotonic() - started < 30
-    assert stats["pricewatch/outcome/no_price"] == len(urls)
+    assert time.monotonic() - started < 40
+    assert stats["pricewatch/outcome/no_price"] == len(silent_urls)
+    assert stats["pricewatch/outcome/error"] == len(dropped_urls)
     assert "pricewatch/outcome/ok" not in stats
-    assert stats["pricewatch/browser/wait_timeout"] == len(urls)
-    assert stats["pricewatch/browser/no_price"] == len(urls)
-    assert stats["playwright/page_count"] == stats["pricewatch/browser/pages_closed"] == len(urls)
-    assert not [p for p in paths(shop, host) if p.startswith("/api/offer/")]
+    assert stats["pricewatch/browser/wait_timeout"] == len(silent_urls)
+    assert stats["pricewatch/browser/no_price"] == len(silent_urls)
+    assert stats["pricewatch/browser/failed"] == len(dropped_urls)
+    opened = stats["playwright/page_count"]
+    assert opened >= len(silent_urls) + len(dropped_urls)
+    assert (
+        stats["pricewatch/browser/pages_closed"] + stats.get("playwright/page_count/closed", 0)
+        == opened
+    )
+    assert not [p for p in paths(shop, silent) if p.startswith("/api/offer/")]
     assert stored(tmp_path) == {}
