@@ -247,7 +247,7 @@ class RedisFrontier(Frontier):
         leases = []
         for row in rows:
             (_id, token, url, domain, sku, imp, attempts, fails, gone, checks, changes, seen, h) = (
-                row
+                row.split("\t")
             )
             leases.append(
                 Lease(

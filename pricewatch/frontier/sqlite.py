@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import re
 import secrets
 import sqlite3
 import time
@@ -107,6 +108,9 @@ _ENTRY_COLUMNS = (
 )
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def domain_of(url: str) -> str | None:
     """The lower-case host of ``url``, None when it has none."""
     try:
@@ -121,6 +125,9 @@ def valid_entries(entries: Iterable[Entry]) -> list[tuple[Entry, str]]:
     the others are logged and skipped. The last of duplicate URLs wins."""
     out: dict[str, tuple[Entry, str]] = {}
     for entry in entries:
+        if _CONTROL.search(entry.url) or (entry.sku and _CONTROL.search(entry.sku)):
+            logger.warning("Frontier: skipped %r: control characters in the URL or SKU", entry.url)
+            continue
         domain = domain_of(entry.url)
         if domain is None:
             logger.warning("Frontier: skipped %r: no host in the URL", entry.url)

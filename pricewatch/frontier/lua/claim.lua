@@ -4,8 +4,9 @@
 -- overdue entry, round-robin, skipping paused domains and domains at the in-flight cap; within
 -- a domain the most overdue first. Each moves from sched:<domain> to `inflight` (scored by the
 -- lease deadline) with a fresh token in `leases`.
--- Returns {deadline, leases, malformed ids, reaped, dead-lettered}; each lease is {id, token,
--- url, domain, sku, importance, attempts, failures, gone, checks, changes, seen_at, health}.
+-- Returns {deadline, leases, malformed ids, reaped, dead-lettered}; each lease is one string of
+-- tab-separated fields: id, token, url, domain, sku, importance, attempts, failures, gone,
+-- checks, changes, seen_at, health (add refuses URLs and SKUs with control characters).
 local n, ttl, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local token_base, max_attempts = ARGV[5], tonumber(ARGV[6])
 local reap_limit, scan_limit = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -59,7 +60,7 @@ while remaining > 0 and #live > 0 do
           zargs[#zargs + 1] = deadline
           zargs[#zargs + 1] = id
           hargs[#hargs + 1] = id
-          hargs[#hargs + 1] = lease_value(token, tonumber(found[2 * j]), a.d)
+          hargs[#hargs + 1] = token .. '\t' .. found[2 * j] .. '\t' .. a.d
           a.taken[#a.taken + 1] = {id, token, rec}
           remaining = remaining - 1
         end
@@ -89,9 +90,9 @@ while more do
     if t then
       more = true
       local rec = t[3]
-      leases[#leases + 1] = {t[1], t[2], rec[URL], a.d, rec[SKU], fmt(rec[IMPORTANCE]),
-        rec[ATTEMPTS], rec[FAILURES], rec[GONE], rec[CHECKS], rec[CHANGES], fmt(rec[SEEN]),
-        a.health}
+      leases[#leases + 1] = table.concat({t[1], t[2], rec[URL], a.d, rec[SKU], rec[IMPORTANCE],
+        rec[ATTEMPTS], rec[FAILURES], rec[GONE], rec[CHECKS], rec[CHANGES], rec[SEEN],
+        a.health}, '\t')
     end
   end
   depth = depth + 1

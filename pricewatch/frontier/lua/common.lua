@@ -51,8 +51,6 @@ local function refresh(d, now)
   redis.call('ZADD', K_READY, score, d)
 end
 
-local function lease_value(token, due, d) return token .. '\t' .. fmt(due) .. '\t' .. d end
-
 local function parse_lease(v)
   local token, due, d = string.match(v, '^([^\t]*)\t([^\t]*)\t(.*)$')
   return token, tonumber(due), d

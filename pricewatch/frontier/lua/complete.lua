@@ -70,7 +70,13 @@ end
 if #hargs > 0 then redis.call('HSET', K_ENTRIES, unpack(hargs)) end
 for d, list in pairs(sched) do
   redis.call('ZADD', sched_key(d), unpack(list))
-  refresh(d, now)
+  -- The domain's place in `ready` moves only if an entry became due before it.
+  local earliest = list[1]
+  for k = 3, #list, 2 do
+    if list[k] < earliest then earliest = list[k] end
+  end
+  local current = redis.call('ZSCORE', K_READY, d)
+  if not current or earliest < tonumber(current) then refresh(d, now) end
 end
 for d, list in pairs(retired) do redis.call('ZADD', retired_key(d), unpack(list)) end
 for d, h in pairs(health) do redis.call('HSET', K_HEALTH, d, fmt(h)) end
