@@ -150,6 +150,9 @@ class BrowserRouter:
         self._contexts: dict[str, Any] = {}
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
+        # A request the scheduler drops reaches neither callback nor errback: release it
+        # too, or its retired context would never close.
+        crawler.signals.connect(self._request_dropped, signal=signals.request_dropped)
 
     @classmethod
     def of(cls, crawler: Crawler) -> BrowserRouter:
@@ -172,6 +175,9 @@ class BrowserRouter:
         if store is not None:
             with suppress(Exception):
                 await asyncio.wait_for(store.close(), CLOSE_TIMEOUT)
+
+    async def _request_dropped(self, request: Request) -> None:
+        await self.release(request.meta)
 
     def _routes(self) -> BrowserDomains:
         if self._store is None:
@@ -204,7 +210,13 @@ class BrowserRouter:
                 return
             new = learned - self.learned
             self.learned |= learned
-            if new:
+            if new and self.unavailable:
+                logger.warning(
+                    "Learned JS-only domains %s are fetched statically: %s",
+                    ", ".join(sorted(new)),
+                    self.unavailable,
+                )
+            elif new:
                 logger.info("Routing through the browser (learned): %s", ", ".join(sorted(new)))
 
     async def learn(self, host: str) -> None:
