@@ -246,7 +246,7 @@ class BrowserRouter:
         return stats
 
     def needs_browser(self, host: str) -> str | None:
-        """ "declared", "learned" or None."""
+        """Why ``host`` goes through the browser ("declared", "learned"), or None."""
         if _host_matches(host, self.declared):
             return "declared"
         if host in self.learned:
