@@ -476,3 +476,56 @@ def test_prices_are_decimal_and_json_keeps_strings() -> None:
 def test_nothing_useful_is_none() -> None:
     assert extract_offer("<html><body><p>Hello</p></body></html>", URL) is None
     assert extract_offer(b"", URL) is None
+
+
+@pytest.mark.parametrize(
+    ("encoding", "declared", "price_text", "url", "price", "currency"),
+    [
+        pytest.param(
+            "cp1252",
+            '<meta charset="windows-1252">',
+            "12,50 €",
+            "https://shop.example.de/p",
+            "12.50",
+            "EUR",
+            id="windows-1252-declared",
+        ),
+        pytest.param(
+            "shift_jis",
+            '<meta http-equiv="Content-Type" content="text/html; charset=Shift_JIS">',
+            "¥1,280",
+            "https://shop.example.jp/p",
+            "1280",
+            "JPY",
+            id="shift-jis-declared",
+        ),
+        pytest.param(
+            "utf-8",
+            "",
+            "1 299,00 zł",
+            "https://sklep.example.pl/p",
+            "1299.00",
+            "PLN",
+            id="utf-8-undeclared",
+        ),
+        pytest.param(
+            "cp1251",
+            "",
+            "1 299 руб.",
+            "https://shop.example.ru/p",
+            "1299",
+            "RUB",
+            id="windows-1251-undeclared",
+        ),
+    ],
+)
+def test_page_encodings(
+    encoding: str, declared: str, price_text: str, url: str, price: str, currency: str
+) -> None:
+    html = (
+        f"<html><head>{declared}<title>Shop</title></head><body><h1>Produkt Kettle</h1>"
+        f"<p class='price'>{price_text}</p></body></html>"
+    )
+    offer = extract_offer(html.encode(encoding), url)
+    assert offer is not None
+    assert (offer.price, offer.currency) == (Decimal(price), currency)

@@ -18,15 +18,17 @@ def parse(body: bytes | str) -> lxml.etree._Element | None:
     """The document root of ``body``, or None when there is no document."""
     try:
         if isinstance(body, str):
-            text = body.replace("\x00", "")
-            if not text.strip():
+            text = body.replace("\x00", "") if "\x00" in body else body
+            if not text or text.isspace():
                 return None
             # lxml refuses str input that declares an encoding; bytes avoid that.
             return _parse_bytes(text.encode("utf-8", "surrogatepass"), _UTF8_PARSER)
-        if not body or not body.strip():
+        if not body or body.isspace():
             return None
         if body.startswith(b"\xef\xbb\xbf"):
             body = body[3:]
+        if b"\x00" in body:
+            body = body.replace(b"\x00", b"")
         declared = html_body_declared_encoding(body[:4096])
         if declared and declared.replace("-", "").lower() == "utf8":
             return _parse_bytes(body, _UTF8_PARSER)
@@ -34,8 +36,8 @@ def parse(body: bytes | str) -> lxml.etree._Element | None:
             body.decode("utf-8")
         except UnicodeDecodeError:
             _, text = html_to_unicode(None, body)
-            return _parse_bytes(text.replace("\x00", "").encode("utf-8", "replace"), _UTF8_PARSER)
-        return _parse_bytes(body.replace(b"\x00", b""), _UTF8_PARSER)
+            return _parse_bytes(text.encode("utf-8", "replace"), _UTF8_PARSER)
+        return _parse_bytes(body, _UTF8_PARSER)
     except (ValueError, lxml.etree.LxmlError, UnicodeError):
         return None
 

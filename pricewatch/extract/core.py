@@ -173,7 +173,9 @@ _REGULAR_CONTEXT = re.compile(
 )
 
 
-def _occurrences(data: bytes, price: Decimal, limit: int = 200) -> Iterator[int]:
+def _occurrences(
+    data: bytes, price: Decimal, offset: int = 0, limit: int = 200
+) -> Iterator[int]:
     """Start offsets of ``price`` written as a standalone number in ``data`` (UTF-8), in
     needle order, at most ``limit`` candidates looked at."""
     wholes, frac = _price_wholes(price)
@@ -186,7 +188,7 @@ def _occurrences(data: bytes, price: Decimal, limit: int = 200) -> Iterator[int]
             needles.append(whole.encode())
     looked = 0
     for needle in needles:
-        start = data.find(needle)
+        start = data.find(needle, offset)
         while start != -1 and looked < limit:
             looked += 1
             end = start + len(needle)
@@ -208,7 +210,8 @@ def _markup_price_shown(body: bytes | str, priced: list[Candidate]) -> bool:
     if price is None:
         return False
     data = body.encode("utf-8", "replace") if isinstance(body, str) else body
-    for start in _occurrences(data, price):
+    body_start = max(data.find(b"<body"), 0)  # the head shows nothing
+    for start in _occurrences(data, price, body_start):
         window = data[max(0, start - 240) : start]
         tag_end = window.rfind(b">")
         if tag_end == -1 or window.rfind(b"<") > tag_end:
