@@ -173,9 +173,7 @@ _REGULAR_CONTEXT = re.compile(
 )
 
 
-def _occurrences(
-    data: bytes, price: Decimal, offset: int = 0, limit: int = 200
-) -> Iterator[int]:
+def _occurrences(data: bytes, price: Decimal, offset: int = 0, limit: int = 200) -> Iterator[int]:
     """Start offsets of ``price`` written as a standalone number in ``data`` (UTF-8), in
     needle order, at most ``limit`` candidates looked at."""
     wholes, frac = _price_wholes(price)
