@@ -11,7 +11,8 @@ Politeness and resilience (:mod:`pricewatch.politeness`):
 
 from __future__ import annotations
 
+from pricewatch.fallback import OfficialSourceMiddleware
 from pricewatch.politeness.backoff import BackoffRetryMiddleware
 from pricewatch.politeness.breaker import CircuitBreakerMiddleware
 
-__all__ = ["BackoffRetryMiddleware", "CircuitBreakerMiddleware"]
+__all__ = ["BackoffRetryMiddleware", "CircuitBreakerMiddleware", "OfficialSourceMiddleware"]

@@ -71,14 +71,20 @@ class FollowCrawl:
     """``scrapy crawl products -a follow=1`` in a subprocess, sampling the shop's /_stats,
     stopped (SIGINT, graceful) once ``expected`` SKUs are stored."""
 
-    def __init__(self, tmp_path: Path, shop: SandboxProcess, expected: int) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        shop: SandboxProcess,
+        expected: int,
+        settings: dict[str, Any] | None = None,
+    ) -> None:
         self.tmp_path, self.shop, self.expected = tmp_path, shop, expected
         self.samples: list[Sample] = []
         self.done_at: float | None = None
         self.log = open(tmp_path / "crawl.log", "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "scrapy", "crawl", "products", "-a", "follow=1"]
-            + settings_args(),
+            + settings_args(settings),
             cwd=tmp_path,
             env=scrapy_env(tmp_path),
             stdout=subprocess.DEVNULL,
@@ -198,6 +204,11 @@ def test_429_storm_trips_one_breaker_and_spares_the_other_shops(
     assert during >= 0.9 * baseline, (during, baseline)
     for host in others:
         assert storm_shop.host_stats(host)["status"].get("429", 0) == 0
+
+    # The per-domain limit held at every shop of both crawls, counted by the shops.
+    for shop in (calm_shop, storm_shop):
+        for host, host_stats in shop.stats()["hosts"].items():
+            assert host_stats["max_in_flight"] <= PER_DOMAIN, (host, host_stats)
 
     # Nothing lost: every SKU is stored, the stormy shop's too.
     for name, crawl in crawls.items():

@@ -14,7 +14,9 @@ so no worker is handed that domain's SKUs until the cooldown ends. Requests for 
 domain are never dropped: they raise :class:`~pricewatch.exceptions.DomainDeferred` with
 ``retry_after`` = the time left, so their leases complete as ``skipped`` and are
 rescheduled for after it. A blocked response that arrives while the circuit is open ends
-as :class:`~pricewatch.exceptions.Blocked` with the same ``retry_after``. A challenge page
+as :class:`~pricewatch.exceptions.Blocked` with the same ``retry_after``, unless a
+downloader middleware's ``alternative_for(request, exception)`` returns a replacement
+request (the domain's official source: :mod:`pricewatch.fallback`). A challenge page
 always ends as ``Blocked``, whatever the circuit state.
 
 Settings (defaults):
@@ -47,6 +49,7 @@ import logging
 import math
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, NoReturn
@@ -188,6 +191,7 @@ class CircuitBreakerMiddleware:
         self.circuits: dict[str, Circuit] = {}
         self._probes = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._alternatives: list[Callable[[Request, Exception], Request | None]] | None = None
         self.clock = time.monotonic
         crawler.signals.connect(self.response_downloaded, signal=signals.response_downloaded)
 
@@ -268,7 +272,7 @@ class CircuitBreakerMiddleware:
         if pause is not None:
             self._pause_soon(domain, pause)
 
-    async def process_response(self, request: Request, response: Response) -> Response:
+    async def process_response(self, request: Request, response: Response) -> Response | Request:
         if request.meta.get(DONT_BREAK_META):
             return response
         domain = request_domain(request)
@@ -289,7 +293,11 @@ class CircuitBreakerMiddleware:
             circuit = self.circuit(domain)
             if circuit.state is State.OPEN:
                 left = circuit.remaining(self.clock())
-                raise Blocked(f"{_what(response, marker)}, circuit open", retry_after=left)
+                blocked = Blocked(f"{_what(response, marker)}, circuit open", retry_after=left)
+                alternative = self._alternative(request, blocked)
+                if alternative is not None:
+                    return alternative
+                raise blocked
             if marker is not None:
                 raise Blocked(f"challenge page ({marker})", retry_after=hint)
             return response
@@ -316,6 +324,25 @@ class CircuitBreakerMiddleware:
                 await self._pause(domain, self._open(domain, circuit, None, reopen=True))
 
     # -- transitions (synchronous; the frontier pause is awaited or scheduled by callers) ----
+
+    def _alternative(self, request: Request, exception: Exception) -> Request | None:
+        """A replacement for a request of an open domain (e.g. the domain's official
+        source, same lease) from a downloader middleware with ``alternative_for()``."""
+        if self._alternatives is None:
+            try:
+                middlewares = self.crawler.engine.downloader.middleware.middlewares
+            except RuntimeError:  # no engine: the middleware used on its own
+                middlewares = ()
+            self._alternatives = [
+                mw.alternative_for
+                for mw in middlewares
+                if callable(getattr(mw, "alternative_for", None))
+            ]
+        for alternative_for in self._alternatives:
+            replacement = alternative_for(request, exception)
+            if replacement is not None:
+                return replacement
+        return None
 
     def _defer(self, request: Request, domain: str, retry_after: float, why: str) -> NoReturn:
         self.stats.inc_value("pricewatch/breaker/deferred")
