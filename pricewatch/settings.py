@@ -104,6 +104,22 @@ PRICEWATCH_BACKOFF_BASE = 1.0
 PRICEWATCH_BACKOFF_MAX = 30.0
 # Holds back retries until their backoff time (required by the backoff retry middleware).
 SCHEDULER = "pricewatch.politeness.scheduler.BackoffScheduler"
+# Tiered fallback (pricewatch/fallback.py): per domain, an official JSON source used for the
+# SKUs of a domain whose circuit has been open for PRICEWATCH_FALLBACK_AFTER seconds
+# (observations stored with source "api"), e.g.
+#   {"shop.example": {"url": "https://api.shop.example/products/{sku}",
+#                     "price": "price.amount", "currency": "price.currency",
+#                     "availability": "availability"}}
+# ({sku}, {url} (percent-encoded) and {domain} are filled in; the values are dotted paths into
+# the JSON answer; without "price" the answer is read by the generic JSON reader).
+PRICEWATCH_OFFICIAL_SOURCES: dict[str, dict[str, object]] = {}
+# Seconds a domain's circuit must have been open before its official source is used.
+PRICEWATCH_FALLBACK_AFTER = 300.0
+# Fraction (0-1) of page offers of those domains also fetched from the official source and
+# compared; a relative price difference above PRICEWATCH_FALLBACK_TOLERANCE (or another
+# currency) is logged and counted (pricewatch/fallback/disagreements). 0 turns it off.
+PRICEWATCH_FALLBACK_CROSSCHECK = 0.0
+PRICEWATCH_FALLBACK_TOLERANCE = 0.01
 
 # --- Fetch: JavaScript storefronts (pricewatch/browser/) --------------------------------------
 # Only the domains that need one go through a headless browser (3-5x the latency and memory
@@ -280,7 +296,12 @@ ITEM_PIPELINES = {
 DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "pricewatch.middlewares.BackoffRetryMiddleware": 550,
+    "pricewatch.middlewares.OfficialSourceMiddleware": 560,
     "pricewatch.middlewares.CircuitBreakerMiddleware": 570,
+}
+# Checks a sample of page offers against the domain's official source (pricewatch/fallback.py).
+SPIDER_MIDDLEWARES = {
+    "pricewatch.fallback.OfficialCrossCheckMiddleware": 600,
 }
 # Refuse to crawl (non-zero exit) on a reactor other than asyncio; logs the reactor in use.
 # StatsFile writes the crawl stats as JSON to PRICEWATCH_STATS_FILE when the crawl ends.
