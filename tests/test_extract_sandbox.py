@@ -3,12 +3,16 @@ official API, read back exactly as its ground truth (``/_truth``) says."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import urllib.request
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from scrapy.settings import Settings
 
+from pricewatch.commands.extract import Command
 from pricewatch.extract import extract_offer, extract_offer_from_json
 
 
@@ -76,3 +80,20 @@ def test_official_api_payloads(truth: dict[str, dict[str, Any]]) -> None:
             item["currency"],
             item["availability"],
         ), item["api_url"]
+
+
+def test_extract_command_fetches_a_url(
+    truth: dict[str, dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, item = next(
+        (url, item)
+        for url, item in truth.items()
+        if not item["js"] and not item["disallowed"] and not item.get("gone")
+    )
+    cmd = Command()
+    cmd.settings = Settings()
+    cmd.settings.setmodule("pricewatch.settings")
+    cmd.run([url], argparse.Namespace(url=None))
+    assert cmd.exitcode == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["price"], data["currency"]) == (item["price"], item["currency"])
