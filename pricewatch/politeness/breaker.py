@@ -290,9 +290,9 @@ class CircuitBreakerMiddleware:
                 pause = self._record_block(request, domain, hint)
                 if pause is not None:
                     await self._pause(domain, pause)
-            circuit = self.circuit(domain)
-            if circuit.state is State.OPEN:
-                left = circuit.remaining(self.clock())
+            blocked_circuit = self.circuit(domain)
+            if blocked_circuit.state is State.OPEN:
+                left = blocked_circuit.remaining(self.clock())
                 blocked = Blocked(f"{_what(response, marker)}, circuit open", retry_after=left)
                 alternative = self._alternative(request, blocked)
                 if alternative is not None:
@@ -302,9 +302,11 @@ class CircuitBreakerMiddleware:
                 raise Blocked(f"challenge page ({marker})", retry_after=hint)
             return response
         circuit = self.circuits.get(domain)
-        if circuit is None or circuit.state is not State.HALF_OPEN:
-            return response
-        if not is_probe(request, circuit):
+        if (
+            circuit is None
+            or circuit.state is not State.HALF_OPEN
+            or not is_probe(request, circuit)
+        ):
             return response
         if response.status < 500:
             self._close(domain, circuit)
