@@ -315,3 +315,31 @@ def test_without_a_browser_learned_routes_stay_static(
     assert router.unavailable and "PLAYWRIGHT_LAUNCH_OPTIONS" in router.unavailable
     router.learned.add("a.example")
     assert "playwright" not in router.route(Request("https://a.example/p")).meta
+
+
+async def test_refresh_loads_routes_learned_by_other_workers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from pricewatch.routing import SQLiteBrowserDomains
+
+    other = SQLiteBrowserDomains(f"sqlite:///{tmp_path / 'pw.db'}")
+    await other.add("spa.example")
+    router = _router(monkeypatch, tmp_path)
+    await router.refresh(force=True)
+    request = router.route(Request("https://spa.example/p/1"))
+    assert request.meta[BROWSER_META] == "learned"
+    assert router.crawler.stats.get_value("pricewatch/browser/routed/learned") == 1
+
+
+async def test_a_route_that_cannot_be_saved_is_still_used_and_counted(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    router = _router(
+        monkeypatch,
+        tmp_path,
+        PRICEWATCH_FRONTIER_URL=f"sqlite:///{tmp_path / 'missing' / 'pw.db'}",
+    )
+    await router.learn("spa.example")
+    assert router.crawler.stats.get_value("pricewatch/browser/learned") == 1
+    assert router.crawler.stats.get_value("pricewatch/browser/learn_not_saved") == 1
+    assert router.route(Request("https://spa.example/p")).meta[BROWSER_META] == "learned"
