@@ -133,6 +133,7 @@ def test_js_shop_prices_from_xhr_equal_truth_and_blocked_resources_stay_away(
     stats = crawl(tmp_path, env, f"PRICEWATCH_JS_DOMAINS={js_host}")
 
     assert stats["pricewatch/outcome/ok"] == len(js_urls) + len(html_urls)
+    assert stats["pricewatch/browser/routed"] == len(js_urls)
     assert stats["pricewatch/browser/routed/declared"] == len(js_urls)
     assert "pricewatch/browser/routed/retry" not in stats
     assert stats["pricewatch/browser/offer/xhr"] == len(js_urls)
