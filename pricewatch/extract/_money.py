@@ -86,9 +86,13 @@ def parse_amount(
     text: str, decimal_separator: str | None = None
 ) -> tuple[Decimal | None, str | None]:
     """``(amount, currency_text)`` read from visible price text; ``(None, ...)`` when it
-    holds no positive finite amount."""
+    holds no positive finite amount. Short texts only (a price label, not a paragraph)."""
     if not text or len(text) > 200:
         return None, None
+    return _parse_amount(text, decimal_separator)
+
+
+def _parse_amount(text: str, decimal_separator: str | None) -> tuple[Decimal | None, str | None]:
     text = normalise_text(text)
     if not _HAS_DIGIT.search(text):
         return None, None
