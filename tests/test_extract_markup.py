@@ -529,3 +529,13 @@ def test_page_encodings(
     offer = extract_offer(html.encode(encoding), url)
     assert offer is not None
     assert (offer.price, offer.currency) == (Decimal(price), currency)
+
+
+def test_absurdly_nested_jsonld_does_not_hide_the_rest() -> None:
+    html = page(
+        '<script type="application/ld+json">' + "[" * 100_000 + "]" * 100_000 + "</script>",
+        "<h1>Kettle</h1><meta itemprop='price' content='5.00'>"
+        "<meta itemprop='priceCurrency' content='EUR'>",
+    )
+    offer = extract_offer(html, URL)
+    assert offer is not None and offer.price == Decimal("5.00") and offer.source == "microdata"

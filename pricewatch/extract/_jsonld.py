@@ -44,33 +44,32 @@ _GTIN_KEYS = ("gtin13", "gtin", "gtin12", "gtin14", "gtin8", "ean", "isbn", "upc
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 _LINE_COMMENT = re.compile(r"^\s*//.*$", re.M)
 _BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+_BACK_TO_BACK = re.compile(r"}\s*{")
 _CDATA = re.compile(r"^\s*(?://\s*)?<!\[CDATA\[|(?://\s*)?\]\]>\s*$")
 
 
 def load_json(text: str) -> Any:
-    """Parse a JSON-LD script leniently; None when it is not JSON."""
+    """Parse a JSON-LD script leniently; None when it is not JSON (or nests absurdly)."""
     text = text.strip()
     if not text:
         return None
     try:
         return json.loads(text, strict=False)
+    except RecursionError:
+        return None
     except ValueError:
         pass
     repaired = _CDATA.sub("", text)
     repaired = _BLOCK_COMMENT.sub("", repaired)
     repaired = _LINE_COMMENT.sub("", repaired)
     repaired = _TRAILING_COMMA.sub(r"\1", repaired).strip().rstrip(";")
-    try:
-        return json.loads(repaired, strict=False)
-    except ValueError:
-        pass
-    # Several objects one after the other.
-    try:
-        return json.loads("[" + re.sub(r"}\s*{", "},{", repaired) + "]", strict=False)
-    except (ValueError, RecursionError):
-        return None
-    except Exception:
-        return None
+    for candidate in (repaired, "[" + _BACK_TO_BACK.sub("},{", repaired) + "]"):
+        # The second form reads several objects written one after the other.
+        try:
+            return json.loads(candidate, strict=False)
+        except (ValueError, RecursionError):
+            continue
+    return None
 
 
 def types_of(node: dict[str, Any]) -> set[str]:
