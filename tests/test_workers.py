@@ -135,7 +135,7 @@ def test_worker_killed_midway_loses_no_sku(
     while sum(product_fetches(shop).values()) < 10 and time.monotonic() < deadline:
         time.sleep(0.05)
     workers[0].send_signal(signal.SIGKILL)
-    workers[0].wait(10)
+    workers[0].communicate(timeout=10)
     for worker in workers[1:]:
         _, err = worker.communicate(timeout=120)
         assert worker.returncode == 0, err[-3000:]
