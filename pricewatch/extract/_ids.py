@@ -123,7 +123,7 @@ def sku_from_code_label(root: Any) -> str | None:
     """A labelled code ("Product code: 83810610") in an element whose class names a code."""
     for attribute in _CODE_CLASSES(root)[:50]:
         el = attribute.getparent()
-        text = " ".join(text_of(el).split())
+        text = " ".join(text_of(el, 140).split())
         if text and looks_like_label(text):
             code = code_from_label(text, None)
             if code:

@@ -39,8 +39,8 @@ def prop_value(el: Any) -> str | None:
     if tag in ("img", "source"):
         return el.get("src")
     if tag == "time":
-        return el.get("datetime") or text_of(el)
-    return text_of(el)
+        return el.get("datetime") or text_of(el, 2000)
+    return text_of(el, 2000)
 
 
 def _is_product_scope(el: Any) -> bool:

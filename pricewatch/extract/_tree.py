@@ -49,9 +49,19 @@ def _parse_bytes(data: bytes, parser: lxml.etree.HTMLParser) -> lxml.etree._Elem
     return root
 
 
-def text_of(el: lxml.etree._Element) -> str:
-    """All text inside ``el`` (``text_content()`` for plain etree elements)."""
+def text_of(el: lxml.etree._Element, limit: int | None = None) -> str:
+    """All text inside ``el`` (``text_content()`` for plain etree elements); with ``limit``,
+    stops soon after that many characters (callers that only want short texts)."""
     try:
-        return "".join(el.itertext())
+        if limit is None:
+            return "".join(el.itertext())
+        parts = []
+        size = 0
+        for piece in el.itertext():
+            parts.append(piece)
+            size += len(piece)
+            if size > limit:
+                break
+        return "".join(parts)
     except ValueError:
         return ""

@@ -189,7 +189,7 @@ def _own_text(el: Any) -> str | None:
         if tag in _SKIP_TAGS:
             pieces.append(child.tail or "")
             continue
-        inner = text_of(child)
+        inner = text_of(child, 4 * _MAX_TEXT)
         if tag in ("sup", "small", "span") and _SUP_CENTS.match(inner.strip()):
             so_far = "".join(pieces).rstrip()
             if so_far and so_far[-1].isdigit():
@@ -213,7 +213,7 @@ def _context_before(el: Any) -> str:
     if prev is not None:
         text = prev.tail or ""
         if len(text.strip()) < 3:
-            label = text_of(prev)[-40:]
+            label = text_of(prev, 200)[-40:]
             if not _DIGIT.search(label):  # a label, not another price
                 text = label + text
     else:
@@ -304,7 +304,7 @@ def _all_struck(el: Any) -> bool:
         if child.tag in _STRIKE_TAGS or "line-through" in (child.get("style") or ""):
             struck = True
         else:
-            unstruck_text.append(text_of(child))
+            unstruck_text.append(text_of(child, 200))
         unstruck_text.append(child.tail or "")
     return struck and not _DIGIT.search("".join(unstruck_text))
 
@@ -406,7 +406,7 @@ def _following_text(el: Any) -> str | None:
         return tail
     nxt = el.getnext()
     if nxt is not None:
-        return " ".join(text_of(nxt).split())[:60]
+        return " ".join(text_of(nxt, 120).split())[:60]
     return None
 
 
@@ -444,7 +444,7 @@ def _buy_label(el: Any, tag: str, scan: _Scan) -> bool:
 
 
 def _short_text(el: Any, limit: int = 120) -> str | None:
-    text = " ".join(text_of(el).split())
+    text = " ".join(text_of(el, 2 * limit).split())
     if not text or len(text) > limit:
         return None
     return text
@@ -477,7 +477,7 @@ def _title(root: Any) -> Any:
     for index, h1 in enumerate(root.iter("h1")):
         if index >= 10:
             break
-        letters = sum(1 for ch in text_of(h1) if ch.isalpha())
+        letters = sum(1 for ch in text_of(h1, 400) if ch.isalpha())
         if letters < 3 or _hidden(h1):
             continue
         names = (h1.get("id") or "") + " " + (h1.get("itemprop") or "")
@@ -496,7 +496,7 @@ def read_visible(root: Any, hints: tuple[str | None, ...]) -> VisibleReading:
         body = next(root.iter("body"), None)
         _scan_subtree(body if body is not None else root, MAX_LEVELS, scan)
     else:
-        reading.title = clean_text(text_of(anchor))
+        reading.title = clean_text(text_of(anchor, 400))
         _scan_subtree(anchor, 0, scan)
         previous, current, level = anchor, anchor.getparent(), 1
         found_at: int | None = None

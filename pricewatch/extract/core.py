@@ -342,8 +342,10 @@ def decide(
 def _struck_beside(root: Any, price: Decimal) -> tuple[Decimal | None, str | None]:
     """A struck-through amount above ``price`` in the same small box as ``price``: the list
     price beside the markup price (markup rarely carries it)."""
-    for el in root.iter("del", "s", "strike"):
-        text = " ".join(text_of(el).split())
+    for index, el in enumerate(root.iter("del", "s", "strike")):
+        if index >= 50:
+            break
+        text = " ".join(text_of(el, 60).split())
         if not text or len(text) > 40:
             continue
         amount, _ = parse_amount(text)
@@ -353,7 +355,7 @@ def _struck_beside(root: Any, price: Decimal) -> tuple[Decimal | None, str | Non
         for _ in range(2):
             if box is None:
                 break
-            box_text = text_of(box)
+            box_text = text_of(box, 400)
             if len(box_text) > 400:
                 break
             if next(_occurrences(box_text.encode("utf-8", "replace"), price), None) is not None:
