@@ -192,9 +192,13 @@ async def test_backends_terminated_during_writes_lose_and_duplicate_nothing(
         )
 
     async def killer(stop: asyncio.Event) -> None:
-        timing = random.Random(7)  # irregular, so kills land in every phase of a write
-        while not stop.is_set():
-            await asyncio.sleep(timing.uniform(0.001, 0.08))
+        # Irregular, so kills land in every phase of a write; a bounded number of rounds,
+        # so the writes make progress however slow the machine is.
+        timing = random.Random(7)
+        for _ in range(25):
+            if stop.is_set():
+                return
+            await asyncio.sleep(timing.uniform(0.001, 0.06))
             await kill()
 
     retries = 0
