@@ -49,7 +49,7 @@ def scores() -> dict[str, Any]:
     [
         pytest.param("price", 0.93, id="price-f1-issue-floor"),
         pytest.param("sku", 0.85, id="sku-f1-issue-floor"),
-        pytest.param("availability", 0.92, id="availability-f1-regression-floor"),
+        pytest.param("availability", 0.93, id="availability-f1-regression-floor"),
         pytest.param(
             "availability",
             0.96,

@@ -254,3 +254,42 @@ def test_sku_from_label_and_cart_form() -> None:
     )
     offer = extract_offer(shop(form), URL)
     assert offer is not None and offer.sku == "B01GOH7PKA"
+
+
+@pytest.mark.parametrize(
+    ("buttons", "state"),
+    [
+        pytest.param(
+            "<button disabled>Add to cart</button>", "OutOfStock", id="only-buy-button-disabled"
+        ),
+        pytest.param(
+            "<button class='btn disabled'>Do košíka</button>", "OutOfStock", id="sk-disabled-class"
+        ),
+        pytest.param(
+            "<button disabled>Add to cart</button><button>Buy now</button>",
+            "InStock",
+            id="another-buy-button-enabled",
+        ),
+        pytest.param("<button>In den Warenkorb</button>", "InStock", id="enabled"),
+        pytest.param(
+            "<button disabled>Subscribe</button>", "InStock", id="disabled-non-buy-button"
+        ),
+    ],
+)
+def test_disabled_cart_button_overrides_markup_stock(buttons: str, state: str) -> None:
+    data = {
+        "@type": "Product",
+        "name": "Kettle",
+        "offers": {
+            "@type": "Offer",
+            "price": "40.00",
+            "priceCurrency": "EUR",
+            "availability": "https://schema.org/InStock",
+        },
+    }
+    body = (
+        f"<script type='application/ld+json'>{json.dumps(data)}</script>"
+        f"<h1>Kettle</h1><p class='price'>40,00 €</p>{buttons}"
+    )
+    offer = extract_offer(shop(body), "https://shop.example.de/p")
+    assert offer is not None and offer.availability == state

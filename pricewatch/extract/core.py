@@ -33,6 +33,7 @@ from pricewatch.extract._money import (
     resolve_currency,
     tld_currency,
 )
+from pricewatch.extract._stock import says_buy
 from pricewatch.extract._tree import parse, text_of
 from pricewatch.extract._visible import VisibleReading, read_visible
 from pricewatch.extract.offer import Offer
@@ -312,6 +313,10 @@ def decide(
     availability = chosen.availability
     if visible.availability == "OutOfStock" and chosen.source in ("visible",):
         availability = "OutOfStock"
+    if availability != "OutOfStock" and _cart_button_disabled(root):
+        # The page's only way to buy is switched off: what the shopper sees wins over
+        # markup that is often rendered from a stale template.
+        availability = "OutOfStock"
     if availability is None:
         availability = visible.availability
     if availability is None and (
@@ -337,6 +342,25 @@ def decide(
         price_text=chosen.price_text,
         regular_price_text=chosen.regular_price_text,
     )
+
+
+def _cart_button_disabled(root: Any) -> bool:
+    """Buy buttons exist and every one of them is disabled."""
+    enabled = disabled = 0
+    for el in root.iter("button", "input"):
+        if el.tag == "input":
+            if (el.get("type") or "").lower() not in ("submit", "button"):
+                continue
+            label = el.get("value") or ""
+        else:
+            label = " ".join(text_of(el, 80).split())
+        if not label or len(label) > 40 or not says_buy(label):
+            continue
+        if el.get("disabled") is not None or "disabled" in (el.get("class") or "").split():
+            disabled += 1
+        else:
+            enabled += 1
+    return disabled > 0 and enabled == 0
 
 
 def _struck_beside(root: Any, price: Decimal) -> tuple[Decimal | None, str | None]:
