@@ -22,6 +22,8 @@ from pricewatch.frontier import Entry, Lease
 from pricewatch.politeness.breaker import PROBE_META, CircuitBreakerMiddleware, State
 from pricewatch.runtime import CrawlResources
 
+from .fixtures.redis import MakeFrontier
+
 THRESHOLD_IN_BUILD = 3
 SHOP = "shop-a.test"
 OTHER = "shop-b.test"
@@ -179,22 +181,28 @@ async def test_blocks_outside_the_window_do_not_add_up(
     assert stat(mw, "breaker/opened") == 0
 
 
-async def test_opening_pauses_the_domain_in_the_frontier_for_every_worker(
-    tmp_path: Path, closing: list[CircuitBreakerMiddleware]
+async def test_opening_pauses_the_domain_for_every_worker(
+    tmp_path: Path,
+    closing: list[CircuitBreakerMiddleware],
+    frontier_url: str,
+    make_frontier: MakeFrontier,
 ) -> None:
-    mw, _ = build(tmp_path)
+    """On SQLite and Redis: another worker sharing the schedule is handed nothing of the
+    domain until the cooldown ends."""
+    mw, _ = build(tmp_path, PRICEWATCH_FRONTIER_URL=frontier_url)
     closing.append(mw)
-    frontier = await CrawlResources.of(mw.crawler).frontier()
-    await frontier.add(
+    other_worker = await make_frontier()
+    await other_worker.add(
         [Entry(f"http://{SHOP}/p/{i}") for i in range(3)]
         + [Entry(f"http://{OTHER}/p/{i}") for i in range(3)]
     )
     await trip(mw)
-    leases = await frontier.claim(10)
+    leases = await other_worker.claim(10)
     assert {lease.domain for lease in leases} == {OTHER}
+    assert len(leases) == 3
     # What is left (the paused domain) is due when the cooldown ends.
-    next_due = await frontier.next_due_in()
-    assert next_due is not None and 9.0 < next_due <= 10.0
+    next_due = await other_worker.next_due_in()
+    assert next_due is not None and 8.5 < next_due <= 10.0
 
 
 async def test_blocked_response_while_open_ends_blocked_with_time_left(
