@@ -5,6 +5,13 @@ host (source ``rule``), JSON-LD, microdata/RDFa-lite, OpenGraph/meta, then the v
 price heuristics. Structured data is trusted unless the visible page clearly contradicts
 it; a visible-only price is kept only when its evidence is strong (no answer beats a wrong
 one). Pure and total: never raises, never returns a non-positive or non-finite price.
+
+Cost: when the page writes the markup price as text (outside data and list-price
+contexts), the visible scan is skipped, so most pages cost about one lxml parse plus two
+attribute walks. Settings are read by the callers and passed in: ``PRICEWATCH_DOMAIN_CURRENCY``
+({}: host -> ISO code for ambiguous symbols) as ``domain_currency``, and
+``PRICEWATCH_EXTRACT_RULES_FILE`` ("": no rules) loaded once with
+:func:`pricewatch.extract.load_rules` as ``rules``.
 """
 
 from __future__ import annotations
