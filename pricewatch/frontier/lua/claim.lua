@@ -15,6 +15,7 @@ local malformed = {}
 local reaped, dead = reap(now, reap_limit, max_attempts, malformed)
 local deadline = now + ttl
 
+-- The due domains, and their pause, in-flight count and health, in one call each.
 local active = {}
 local due_domains = redis.call('ZRANGEBYSCORE', K_READY, '-inf', now, 'LIMIT', 0, scan_limit)
 if #due_domains > 0 then
@@ -25,16 +26,20 @@ if #due_domains > 0 then
     if (tonumber(pauses[i] or '0') or 0) > now then
       refresh(d, now)
     else
+      local inflight = tonumber(busy[i] or '0') or 0
       local room = n
-      if cap > 0 then room = math.min(n, cap - (tonumber(busy[i] or '0') or 0)) end
+      if cap > 0 then room = math.min(n, cap - inflight) end
       if room > 0 then
-        active[#active + 1] = {d = d, room = room, taken = {}, health = health[i] or '1'}
+        active[#active + 1] = {d = d, room = room, taken = {}, inflight = inflight,
+          health = health[i] or '1'}
       end
     end
   end
 end
 
+-- Rounds: every live domain gets an equal share of what is left, until n or nothing due.
 local remaining, counter = n, 0
+local zargs, hargs = {}, {}
 local live = active
 while remaining > 0 and #live > 0 do
   local share = math.max(1, math.floor(remaining / #live))
@@ -49,7 +54,6 @@ while remaining > 0 and #live > 0 do
       for i = 1, #found, 2 do ids[#ids + 1] = found[i] end
       redis.call('ZREM', key, unpack(ids))
       local raws = redis.call('HMGET', K_ENTRIES, unpack(ids))
-      local zargs, hargs = {}, {}
       for j, id in ipairs(ids) do
         local rec = decode(raws[j])
         if rec == nil then
@@ -65,23 +69,39 @@ while remaining > 0 and #live > 0 do
           remaining = remaining - 1
         end
       end
-      if #zargs > 0 then
-        redis.call('ZADD', K_INFLIGHT, unpack(zargs))
-        redis.call('HSET', K_LEASES, unpack(hargs))
-      end
     end
     if #found / 2 == want and a.room > #a.taken then still[#still + 1] = a end
   end
   live = still
 end
 
-local leases = {}
-for _, a in ipairs(active) do
-  if #a.taken > 0 then
-    redis.call('HINCRBY', K_DOMAIN_INFLIGHT, a.d, #a.taken)
-    refresh(a.d, now)
+-- Write the leases, the in-flight counts and the domains' new places in `ready` in bulk.
+local function bulk(command, key, args)
+  for i = 1, #args, 2000 do
+    redis.call(command, key, unpack(args, i, math.min(i + 1999, #args)))
   end
 end
+bulk('ZADD', K_INFLIGHT, zargs)
+bulk('HSET', K_LEASES, hargs)
+local counts, ready, emptied = {}, {}, {}
+for _, a in ipairs(active) do
+  if #a.taken > 0 then
+    counts[#counts + 1] = a.d
+    counts[#counts + 1] = a.inflight + #a.taken
+    local head = redis.call('ZRANGE', sched_key(a.d), 0, 0, 'WITHSCORES')
+    if #head == 0 then
+      emptied[#emptied + 1] = a.d
+    else
+      ready[#ready + 1] = head[2]  -- not paused (checked above), so its head is its place
+      ready[#ready + 1] = a.d
+    end
+  end
+end
+bulk('HSET', K_DOMAIN_INFLIGHT, counts)
+bulk('ZADD', K_READY, ready)
+if #emptied > 0 then redis.call('ZREM', K_READY, unpack(emptied)) end
+
+local leases = {}
 local depth, more = 1, true
 while more do
   more = false
