@@ -250,3 +250,20 @@ def test_follow_mode_picks_up_new_work_while_running(shop: SandboxProcess, tmp_p
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err[-2000:]
+
+
+def test_operator_rules_are_tried_first(shop: SandboxProcess, tmp_path: Path) -> None:
+    host = shop.shops[0]["host"]
+    urls = shop.urls(host=host)
+    rules = tmp_path / "rules.toml"
+    rules.write_text(f'["{host}"]\nprice_css = ".buybox .price--current"\n')
+    seed(tmp_path, urls)
+    stats = crawl(tmp_path, "-s", f"PRICEWATCH_EXTRACT_RULES_FILE={rules}")
+    assert stats["pricewatch/extract/source/rule"] == len(urls)
+    assert_matches_truth(stored(tmp_path), shop.truth(), urls)
+
+
+def test_unreadable_rules_file_fails_the_crawl_naming_the_setting(tmp_path: Path) -> None:
+    proc = scrapy(tmp_path, "crawl", "products", "-s", "PRICEWATCH_EXTRACT_RULES_FILE=missing.toml")
+    assert proc.returncode != 0
+    assert "PRICEWATCH_EXTRACT_RULES_FILE" in proc.stderr and "missing.toml" in proc.stderr

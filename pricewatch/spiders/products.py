@@ -12,6 +12,8 @@ Settings:
 - ``PRICEWATCH_MAX_OUTSTANDING`` (2 x ``CONCURRENT_REQUESTS``): leases this process holds
   at once (claimed, not completed).
 - ``PRICEWATCH_DOMAIN_CURRENCY`` ({}): host -> ISO code for ambiguous currency symbols.
+- ``PRICEWATCH_EXTRACT_RULES_FILE`` (""): TOML file of per-host CSS/XPath rules, tried
+  before the heuristics.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from twisted.python.failure import Failure
 from pricewatch._http import parse_retry_after
 from pricewatch.browser import BrowserRouter
 from pricewatch.exceptions import Blocked, DomainDeferred
-from pricewatch.extract import extract_offer
+from pricewatch.extract import Rules, extract_offer, load_rules
 from pricewatch.frontier import Completion, FrontierUnavailable, Lease
 from pricewatch.items import OfferItem
 from pricewatch.outcomes import Outcome
@@ -74,6 +76,7 @@ class ProductSpider(Spider):
             host.lower(): code.upper()
             for host, code in settings.getdict("PRICEWATCH_DOMAIN_CURRENCY").items()
         }
+        spider.rules = load_rules(settings.get("PRICEWATCH_EXTRACT_RULES_FILE"))
         for name, value in (
             ("PRICEWATCH_FRONTIER_CLAIM_BATCH", spider.claim_batch),
             ("PRICEWATCH_MAX_OUTSTANDING", spider.max_outstanding),
@@ -87,6 +90,7 @@ class ProductSpider(Spider):
     poll_interval: float
     max_outstanding: int
     domain_currency: dict[str, str]
+    rules: Rules | None
     resources: CrawlResources
 
     async def start(self) -> AsyncIterator[Any]:
@@ -165,7 +169,10 @@ class ProductSpider(Spider):
             offer = await browser.extract(response)
         else:
             offer = extract_offer(
-                response.body, response.url, domain_currency=self.domain_currency
+                response.body,
+                response.url,
+                domain_currency=self.domain_currency,
+                rules=self.rules,
             )
         if offer is None or offer.price is None:
             if browser.should_retry(response):
