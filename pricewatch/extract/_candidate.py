@@ -6,40 +6,53 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+# Stock terms, compared with case, spaces, hyphens and underscores removed, after any
+# schema.org URL or prefix ("http://schema.org/InStock", "schema:InStock").
+#
+# schema.org ItemAvailability -> what a shopper can do today:
+#   InStock, LimitedAvailability, OnlineOnly, InStoreOnly -> InStock (it can be bought);
+#   PreOrder, PreSale, BackOrder, MadeToOrder -> InStock (it can be ordered now, shipped later);
+#   OutOfStock, SoldOut, Discontinued, Reserved -> OutOfStock (it cannot be bought).
+# Beyond schema.org: the usual shop and feed spellings, booleans, and classified-ad
+# statuses ("SOLD" is gone; "NOT SOLD"/"unsold"/"for sale" is still on offer).
 _IN_STOCK = {
     "instock",
-    "instoreonly",
-    "onlineonly",
     "limitedavailability",
-    "presale",
+    "onlineonly",
+    "instoreonly",
     "preorder",
+    "presale",
     "backorder",
-    "in stock",
+    "madetoorder",
     "available",
-    "in_stock",
+    "availablenow",
     "true",
     "1",
     "yes",
-    "madetoorder",
+    "notsold",
+    "unsold",
+    "forsale",
 }
 _OUT_OF_STOCK = {
     "outofstock",
     "soldout",
     "discontinued",
-    "out of stock",
-    "out_of_stock",
+    "reserved",
+    "sold",
+    "notinstock",
     "false",
     "0",
     "no",
     "unavailable",
     "notavailable",
     "oos",
-    "sold out",
 }
+_TERM_NOISE = re.compile(r"[\s_\-]+")
 
 
 def normalise_availability(value: object) -> str | None:
-    """schema.org URLs/terms, OpenGraph words and booleans -> InStock / OutOfStock / None."""
+    """schema.org URLs/terms, feed and shop words, booleans -> InStock / OutOfStock / None
+    (see the table above; unknown words give None, never a guess)."""
     if isinstance(value, bool):
         return "InStock" if value else "OutOfStock"
     if isinstance(value, list):
@@ -52,7 +65,8 @@ def normalise_availability(value: object) -> str | None:
         return normalise_availability(value.get("@id") or value.get("name"))
     if not isinstance(value, str):
         return None
-    term = value.strip().rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].lower()
+    term = value.strip().rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+    term = _TERM_NOISE.sub("", term).lower()
     if term in _IN_STOCK:
         return "InStock"
     if term in _OUT_OF_STOCK:

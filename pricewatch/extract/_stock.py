@@ -103,6 +103,11 @@ OUT_OF_STOCK_PHRASES = (
     "نفذ من المخزون",
     "אזל מהמלאי",
     "אזל במלאי",
+    # "is not / not / none in stock": the in-stock word "במלאי" follows the negation.
+    "אינו במלאי",
+    "אינם במלאי",
+    "לא במלאי",
+    "אין במלאי",
 )
 IN_STOCK_PHRASES = (
     "in stock",
@@ -144,6 +149,10 @@ BUY_PHRASES = (
     "add to basket",
     "add to bag",
     "add to trolley",
+    "add to your basket",
+    "add to your bag",
+    "add to your cart",
+    "add to your trolley",
     "buy now",
     "buy it now",
     "in den warenkorb",

@@ -6,6 +6,12 @@ price heuristics. Structured data is trusted unless the visible page clearly con
 it; a visible-only price is kept only when its evidence is strong (no answer beats a wrong
 one). Pure and total: never raises, never returns a non-positive or non-finite price.
 
+Stock: markup first, made product-level (a product whose sizes are marked up as
+same-named products is in stock when any of them is; an enabled buy button in the form
+that posts the product's own SKU/GTIN overrules a markup "OutOfStock"); every buy button
+disabled means out of stock; else the visible stock label; else a product page with no
+stock warning sells the product.
+
 Cost: when the page writes the markup price as text (outside data and list-price
 contexts), the visible scan is skipped, so most pages cost about one lxml parse plus two
 attribute walks. Settings are read by the callers and passed in: ``PRICEWATCH_DOMAIN_CURRENCY``
@@ -40,9 +46,9 @@ from pricewatch.extract._money import (
     resolve_currency,
     tld_currency,
 )
-from pricewatch.extract._stock import says_buy
+from pricewatch.extract._stock import says_buy, says_out_of_stock
 from pricewatch.extract._tree import parse, text_of
-from pricewatch.extract._visible import VisibleReading, read_visible
+from pricewatch.extract._visible import VisibleReading, _hidden, read_visible
 from pricewatch.extract.offer import Offer
 from pricewatch.extract.rules import Rules, apply_rules
 
@@ -318,12 +324,25 @@ def decide(
         or sku_from_url(url)
     )
     availability = chosen.availability
+    if availability == "OutOfStock" and _sibling_in_stock(chosen, structured):
+        # Sizes or colours marked up as separate products of one name: the product can
+        # be bought when any of them can.
+        availability = "InStock"
     if visible.availability == "OutOfStock" and chosen.source in ("visible",):
         availability = "OutOfStock"
     if availability != "OutOfStock" and _cart_button_disabled(root):
         # The page's only way to buy is switched off: what the shopper sees wins over
         # markup that is often rendered from a stale template.
         availability = "OutOfStock"
+    elif (
+        availability == "OutOfStock"
+        and chosen.source in _STRUCTURED_ORDER
+        and visible.availability != "OutOfStock"
+        and _buy_form_for(root, (chosen.sku, chosen.gtin))
+    ):
+        # An enabled buy button in a form that posts this very product's identifier: the
+        # shop takes orders for it, whatever a (often per-size or stale) markup offer says.
+        availability = "InStock"
     if availability is None:
         availability = visible.availability
     if availability is None and (
@@ -349,6 +368,54 @@ def decide(
         price_text=chosen.price_text,
         regular_price_text=chosen.regular_price_text,
     )
+
+
+def _same_name(a: str | None, b: str | None) -> bool:
+    return bool(a and b and a.casefold() == b.casefold())
+
+
+def _sibling_in_stock(chosen: Candidate, structured: list[Candidate]) -> bool:
+    """Another product of the same syntax, name and rank (so neither is singled out by the
+    URL nor sits in a related-products list) is in stock: one product's variants."""
+    return any(
+        other is not chosen
+        and other.source == chosen.source
+        and other.rank == chosen.rank
+        and other.availability == "InStock"
+        and _same_name(other.name, chosen.name)
+        for other in structured
+    )
+
+
+_FORM_INPUT_LIMIT = 60
+
+
+def _buy_form_for(root: Any, ids: tuple[str | None, ...]) -> bool:
+    """An enabled, visible buy button sits in a form with a field whose value is one of
+    ``ids`` (the product's SKU or GTIN): the form that orders this product."""
+    wanted = {i.strip() for i in ids if i and len(i.strip()) >= 3}
+    if not wanted:
+        return False
+    for el in root.iter("button", "input"):
+        if el.tag == "input":
+            if (el.get("type") or "").lower() not in ("submit", "button"):
+                continue
+            label = el.get("value") or ""
+        else:
+            label = " ".join(text_of(el, 80).split())
+        if not label or len(label) > 40 or not says_buy(label):
+            continue
+        if el.get("disabled") is not None or "disabled" in (el.get("class") or "").split():
+            continue
+        form = next(el.iterancestors("form"), None)
+        if form is None or _hidden(el) or says_out_of_stock(text_of(form, 400)[:400]):
+            continue
+        for index, field in enumerate(form.iter("input")):
+            if index >= _FORM_INPUT_LIMIT:
+                break
+            if (field.get("value") or "").strip() in wanted:
+                return True
+    return False
 
 
 def _cart_button_disabled(root: Any) -> bool:
