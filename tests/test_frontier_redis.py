@@ -23,7 +23,7 @@ from pricewatch.frontier import (
     frontier_from_settings,
 )
 from pricewatch.frontier.keys import Keys, entry_id
-from pricewatch.frontier.redis import RedisFrontier
+from pricewatch.frontier.redis import RedisFrontier, pack_url, unpack_url
 from pricewatch.outcomes import Outcome
 from tests.fixtures.redis import REDIS_URL
 
@@ -220,3 +220,20 @@ async def test_losing_redis_mid_crawl_is_retryable_and_loses_nothing(
         await frontier.close()
         if proxy.server is not None:
             await proxy.stop()
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://a.test/p?x=1", "http://a.test/p", "HTTPS://a.test/upper", "ftp://a.test/f"],
+)
+def test_urls_are_stored_with_a_one_byte_scheme_and_restored_exactly(url: str) -> None:
+    packed = pack_url(url)
+    assert unpack_url(packed) == url
+    if url.startswith(("https://", "http://")):
+        assert len(packed) < len(url) - 5
+
+
+async def test_claims_return_the_url_as_added(frontier: RedisFrontier) -> None:
+    urls = ["http://a.test/plain", "https://b.test/tls?q=é", "HTTPS://c.test/Upper"]
+    await frontier.add([Entry(url) for url in urls])
+    assert sorted(lease.url for lease in await frontier.claim(10)) == sorted(urls)

@@ -8,9 +8,10 @@ Cluster slot and the Lua scripts, which also touch the per-domain keys they buil
 ==========================  ======  ===============================================
 key                         type    holds
 ==========================  ======  ===============================================
-``entries``                 HASH    entry id -> msgpack record (url, sku, importance,
-                                    attempts, failures, gone, checks, changes,
-                                    seen_at); the domain is the set holding the id
+``entries``                 HASH    entry id -> msgpack record (url, its scheme as one
+                                    byte; sku, importance, attempts, failures, gone,
+                                    checks, changes, seen_at); the domain is the set
+                                    holding the id
 ``sched:<domain>``          ZSET    scheduled entry ids of a domain, by due time
 ``ready``                   ZSET    domains with scheduled entries, by their earliest
                                     due time (or the end of their pause, if later)

@@ -92,6 +92,26 @@ def split_namespace(url: str) -> tuple[str, str | None]:
     return urlunsplit(parts._replace(query=urlencode(kept))), namespace
 
 
+# Records keep a URL's scheme as one control character (URLs with control characters are
+# refused by add, so the two cannot be confused): 6-7 bytes less per SKU, often a smaller
+# allocation class.
+_SCHEMES = (("https://", "\x01"), ("http://", "\x02"))
+
+
+def pack_url(url: str) -> str:
+    for scheme, mark in _SCHEMES:
+        if url.startswith(scheme):
+            return mark + url[len(scheme) :]
+    return url
+
+
+def unpack_url(stored: str) -> str:
+    for scheme, mark in _SCHEMES:
+        if stored.startswith(mark):
+            return scheme + stored[1:]
+    return stored
+
+
 def _opt(value: str) -> str | None:
     return value or None
 
@@ -212,7 +232,7 @@ class RedisFrontier(Frontier):
                 pipe = self.client.pipeline(transaction=False)
                 for offset in range(0, len(window), ADD_CHUNK):
                     payload = [
-                        [entry_id(e.url), e.url, domain, e.sku or "", float(e.importance)]
+                        [entry_id(e.url), pack_url(e.url), domain, e.sku or "", float(e.importance)]
                         for e, domain in window[offset : offset + ADD_CHUNK]
                     ]
                     await self._script("add", _json(payload), client=pipe)
@@ -251,7 +271,7 @@ class RedisFrontier(Frontier):
             )
             leases.append(
                 Lease(
-                    url=url,
+                    url=unpack_url(url),
                     domain=domain,
                     token=token,
                     deadline=until,
@@ -389,7 +409,8 @@ class RedisFrontier(Frontier):
             return None
         if row[0] == "malformed":
             return EntryInfo(url=url, domain=domain, state="malformed", due_at=0.0)
-        state, due, url, sku, imp, attempts, fails, gone, checks, changes, seen = row
+        state, due, stored, sku, imp, attempts, fails, gone, checks, changes, seen = row
+        url = unpack_url(stored)
         return EntryInfo(
             url=url,
             domain=domain,
