@@ -28,7 +28,7 @@ Weights come from settings (``PRICEWATCH_FRONTIER_VELOCITY_WEIGHT``,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from pricewatch.frontier.base import Completion, SchedulePolicy
 from pricewatch.outcomes import Outcome
@@ -43,9 +43,9 @@ _HEALTH_SAMPLE = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class History:
-    """The counters an entry carries between fetches."""
+class History(NamedTuple):
+    """The counters an entry carries between fetches (a tuple: built once per completion,
+    on the hot path of a batch)."""
 
     failures: int = 0
     gone: int = 0
@@ -54,8 +54,7 @@ class History:
     seen_at: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class Transition:
+class Transition(NamedTuple):
     """What one completion does to an entry."""
 
     history: History
