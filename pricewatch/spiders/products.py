@@ -202,9 +202,10 @@ class ProductSpider(Spider):
             outcome, retry_after = Outcome.BLOCKED, exc.retry_after
         elif isinstance(exc, DomainDeferred):
             outcome, retry_after = Outcome.SKIPPED, exc.retry_after
-        elif isinstance(exc, HttpError):
+        elif isinstance(exc, HttpError):  # a status HTTPERROR_ALLOWED_CODES does not let in
             status = exc.response.status
             outcome = Outcome.GONE if status in _GONE else Outcome.ERROR
+            retry_after = parse_retry_after(exc.response.headers.get(b"Retry-After"))
         elif isinstance(exc, IgnoreRequest):  # robots.txt and friends
             outcome = Outcome.SKIPPED
         else:
