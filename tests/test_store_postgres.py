@@ -264,3 +264,9 @@ async def test_schema_types(postgres_url: str) -> None:
         assert types[f"{table}.currency"] == "character"
     assert types["products.last_checked_at"] == "timestamp with time zone"
     assert types["price_changes.observed_at"] == "timestamp with time zone"
+
+
+def test_a_malformed_url_is_a_configuration_error_without_the_password() -> None:
+    with pytest.raises(ValueError, match="PRICEWATCH_STORE_URL") as caught:
+        store_from_url("postgresql://pw:hunter2@127.0.0.1:notaport/pricewatch")
+    assert "hunter2" not in str(caught.value)

@@ -270,6 +270,12 @@ class PostgresStore(Store):
         timeout: float = 30.0,
         pool_size: int = 4,
     ) -> None:
+        try:
+            self._masked_url = mask_password(url)
+        except ValueError:  # e.g. a port that is not a number
+            raise ValueError(
+                "PRICEWATCH_STORE_URL is not a valid postgresql:// URL (check the port)"
+            ) from None
         self.url = url
         self.auto_migrate = auto_migrate
         self.timeout = timeout
@@ -277,7 +283,7 @@ class PostgresStore(Store):
         self._pool: asyncpg.Pool | None = None
 
     def _masked(self) -> str:
-        return mask_password(self.url)
+        return self._masked_url
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -356,7 +362,11 @@ class PostgresStore(Store):
                 f"cannot migrate the store {self._masked()}: {type(exc).__name__}: {exc}"
             ) from exc
         finally:
-            await conn.close(timeout=CLOSE_TIMEOUT)
+            if not conn.is_closed():
+                try:
+                    await conn.close(timeout=CLOSE_TIMEOUT)
+                except (*RETRYABLE, asyncpg.PostgresError):
+                    conn.terminate()
 
     async def _check_schema(self, conn: asyncpg.Connection) -> None:
         exists = await conn.fetchval("SELECT to_regclass('store_migrations') IS NOT NULL")
