@@ -448,6 +448,26 @@ async def test_requeue_and_purge_a_domain(make_frontier: MakeFrontier) -> None:
     assert await frontier.add(entries(urls("a.test", 1))) == 1  # a fresh start
 
 
+async def test_requeue_brings_entries_scheduled_for_later_forward(
+    make_frontier: MakeFrontier,
+) -> None:
+    frontier = await make_frontier()
+    await frontier.add(entries(urls("a.test", 3), urls("b.test", 1)))
+    leases = await frontier.claim(4)
+    a = [lease for lease in leases if lease.domain == "a.test"]
+    b = [lease for lease in leases if lease.domain == "b.test"]
+    await frontier.complete([Completion(a[0], Outcome.OK), Completion(a[1], Outcome.OK)])
+    await frontier.complete([Completion(b[0], Outcome.OK)])
+    assert await frontier.claim(10) == []  # nothing due: checked a moment ago
+
+    assert await frontier.requeue_domain("a.test") == 2  # a[2] is in flight, left leased
+    counts = {c.domain: c for c in await frontier.counts()}
+    assert (counts["a.test"].due, counts["a.test"].inflight) == (2, 1)
+    assert (counts["b.test"].due, counts["b.test"].scheduled) == (0, 1)
+    again = await frontier.claim(10)
+    assert sorted(lease.url for lease in again) == sorted([a[0].url, a[1].url])
+
+
 # -- counts ---------------------------------------------------------------------------------
 
 

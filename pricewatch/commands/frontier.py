@@ -3,8 +3,9 @@
 - ``scrapy frontier [--domain D] [--json]``: per domain, the entries due now, scheduled
   later, in flight, retired and dead, with totals and the wait until the next one is due.
 - ``scrapy frontier --show URL``: one entry as stored (state, due time, counters).
-- ``scrapy frontier --requeue DOMAIN``: retired and dead entries of DOMAIN back on the
-  schedule, due now (e.g. after a shop fixed its site).
+- ``scrapy frontier --requeue DOMAIN``: every entry of DOMAIN not in flight due now,
+  retired and dead ones included (e.g. after a shop fixed its site, or after an
+  extraction rule changed).
 - ``scrapy frontier --purge DOMAIN``: delete every entry of DOMAIN (the shop left the
   catalogue).
 - ``scrapy frontier --reap``: return expired leases to the schedule now (claims do it too).
@@ -78,7 +79,7 @@ class Command(ScrapyCommand):
         parser.add_argument("--json", action="store_true", help="counts as JSON lines")
         parser.add_argument("--show", metavar="URL", help="show one entry")
         parser.add_argument(
-            "--requeue", metavar="D", help="put D's retired and dead entries back, due now"
+            "--requeue", metavar="D", help="make every entry of D due now (retired and dead ones too)"
         )
         parser.add_argument("--purge", metavar="D", help="delete every entry of D")
         parser.add_argument("--reap", action="store_true", help="return expired leases now")

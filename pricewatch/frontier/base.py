@@ -202,8 +202,9 @@ class Frontier(abc.ABC):
         raise NotImplementedError
 
     async def requeue_domain(self, domain: str) -> int:
-        """Put the retired and dead entries of ``domain`` back on the schedule, due now,
-        with their failure counters reset. Returns how many moved."""
+        """Make every entry of ``domain`` that is not in flight due now: entries scheduled
+        for later move forward; retired and dead ones go back on the schedule with their
+        failure counters reset. Returns how many moved."""
         raise NotImplementedError
 
     async def purge_domain(self, domain: str) -> int:

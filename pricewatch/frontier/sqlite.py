@@ -522,7 +522,13 @@ class SQLiteFrontier(Frontier):
             "WHERE domain = ? AND state IN ('retired', 'dead')",
             (now, now, domain),
         )
-        return int(cursor.rowcount)
+        moved = int(cursor.rowcount)
+        cursor = conn.execute(
+            "UPDATE frontier_entries SET due_at = ? WHERE domain = ? AND state = 'scheduled' "
+            "AND lease_token IS NULL AND due_at > ?",
+            (now, domain, now),
+        )
+        return moved + int(cursor.rowcount)
 
     async def purge_domain(self, domain: str) -> int:
         return await self._run(self._transaction, lambda conn: self._purge_sync(conn, domain))
