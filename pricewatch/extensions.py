@@ -57,16 +57,22 @@ class StatsFile:
             raise NotConfigured
         self.path = Path(path)
         self.crawler = crawler
+        self.reason = "unknown"
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+        # Written once every spider_closed handler has added its figures.
+        crawler.signals.connect(self.engine_stopped, signal=signals.engine_stopped)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StatsFile:
         return cls(crawler)
 
     def spider_closed(self, reason: str) -> None:
+        self.reason = reason
+
+    def engine_stopped(self) -> None:
         assert self.crawler.stats is not None
         stats = dict(self.crawler.stats.get_stats())
-        stats["finish_reason"] = reason
+        stats["finish_reason"] = self.reason
         tmp = self.path.with_suffix(self.path.suffix + ".tmp")
         tmp.write_text(json.dumps(stats, default=str, indent=1, sort_keys=True))
         os.replace(tmp, self.path)

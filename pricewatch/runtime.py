@@ -2,7 +2,8 @@
 
 ``CrawlResources.of(crawler)`` returns the crawl's single holder. The frontier is built
 from ``PRICEWATCH_FRONTIER_URL`` and opened on first use, and closed on ``spider_closed``,
-which Scrapy sends after the pipelines have closed (so their last acknowledgements land).
+which Scrapy sends after the pipelines have closed (so their last acknowledgements land);
+what the frontier counted (``pricewatch/frontier/*``) is copied into the crawl stats then.
 
 Every lease is completed through :meth:`CrawlResources.complete`, which counts the
 outcome (stat ``pricewatch/outcome/<outcome>``) and the leases still outstanding, so the
@@ -97,4 +98,8 @@ class CrawlResources:
     async def _spider_closed(self) -> None:
         frontier, self._frontier = self._frontier, None
         if frontier is not None:
+            stats = self.crawler.stats
+            assert stats is not None
+            for name, value in frontier.stats.items():
+                stats.set_value(name, value)
             await asyncio.wait_for(frontier.close(), CLOSE_TIMEOUT)

@@ -87,7 +87,9 @@ def next_delay(
         delay = delay / (1.0 + policy.velocity_weight * rate) * slowdown
         delay = min(max(delay, policy.min_interval), policy.max_interval)
     elif outcome is Outcome.SKIPPED:
-        delay = policy.retry_delay
+        # Not fetched (open circuit, robots.txt): back when the cause says (retry_after,
+        # e.g. the circuit's cooldown), else after retry_delay.
+        delay = policy.retry_delay if completion.retry_after is None else 0.0
     else:
         exponent = min(max(failures - 1, 0), 60)
         delay = min(policy.retry_delay * 2**exponent * slowdown, policy.max_interval)

@@ -116,7 +116,6 @@ class ProductSpider(Spider):
                 continue
             if leases:
                 self.resources.claimed(leases)
-                self.crawler.stats.inc_value("pricewatch/frontier/claimed", len(leases))
                 for lease in leases:
                     yield self.request_for(lease)
                 continue
