@@ -50,7 +50,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from pricewatch.browser._signals import client_rendering_signs
 from pricewatch.browser.capture import XhrCapture
 from pricewatch.browser.discovery import BrowserNotFound
-from pricewatch.extract import Offer, extract_offer
+from pricewatch.extract import Offer, Rules, extract_offer
 from pricewatch.routing import BrowserDomains, RoutingUnavailable, browser_domains_from_settings
 
 if TYPE_CHECKING:
@@ -316,14 +316,15 @@ class BrowserRouter:
         return True
 
     # --- browser pages --------------------------------------------------------------------
-    async def extract(self, response: Response) -> Offer | None:
-        """The offer of a browser page: captured JSON first, else the rendered DOM."""
+    async def extract(self, response: Response, *, rules: Rules | None = None) -> Offer | None:
+        """The offer of a browser page: captured JSON first, else the rendered DOM (read
+        with the operator's extraction ``rules``, as static pages are)."""
         meta = response.meta
         host = (urlparse_cached(response).hostname or "").lower()
         self._stats.inc_value("pricewatch/browser/pages")
         capture: XhrCapture | None = meta.get(CAPTURE_META)
         page = meta.get("playwright_page")
-        offer = await self._offer(response, page, capture, host)
+        offer = await self._offer(response, page, capture, host, rules)
         if offer is not None and offer.price is not None:
             kind = "xhr" if offer.source == "xhr" else "dom"
             self._stats.inc_value(f"pricewatch/browser/offer/{kind}")
@@ -344,12 +345,19 @@ class BrowserRouter:
         return offer
 
     async def _offer(
-        self, response: Response, page: Any, capture: XhrCapture | None, host: str
+        self,
+        response: Response,
+        page: Any,
+        capture: XhrCapture | None,
+        host: str,
+        rules: Rules | None,
     ) -> Offer | None:
         if capture is not None and capture.offer is not None:
             return capture.offer
         if page is None or page.is_closed():
-            return extract_offer(response.body, response.url, domain_currency=self.domain_currency)
+            return extract_offer(
+                response.body, response.url, domain_currency=self.domain_currency, rules=rules
+            )
         selector = self.selectors.get(host, PRICE_SELECTOR)
         waits: dict[str, asyncio.Future[Any]] = {
             "dom": asyncio.ensure_future(
@@ -383,7 +391,7 @@ class BrowserRouter:
         except Exception as exc:  # the page crashed or closed
             logger.debug("Could not read the rendered %s: %r", response.url, exc)
             return None
-        return extract_offer(body, response.url, domain_currency=self.domain_currency)
+        return extract_offer(body, response.url, domain_currency=self.domain_currency, rules=rules)
 
     async def release(self, meta: MutableMapping[str, Any], *, failed: bool = False) -> None:
         """Close the page of a browser request (once), whatever its outcome (``failed``:

@@ -165,7 +165,7 @@ class ProductSpider(Spider):
             await self._complete(lease, outcome, retry_after)
             return
         if browser.handles(response):  # XHR JSON first, else the rendered DOM
-            offer = await browser.extract(response)
+            offer = await browser.extract(response, rules=self.rules)
         else:
             offer = extract_offer(
                 response.body,
