@@ -26,11 +26,9 @@ from .fixtures.sandbox import SandboxProcess
 from .helpers import scrapy, scrapy_env
 
 FAST = ["-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False", "-s", "LOG_LEVEL=INFO"]
-# What a JS page references and the browser must not download (pricewatch.browser.blocking).
+# What a JS page references and the browser must not download (pricewatch.browser.blocking),
+# the favicon (/static/img/favicon.png, fetched by Chromium outside request routing) included.
 BLOCKED_PREFIXES = ("/static/img/", "/static/fonts/", "/static/css/", "/vendor/")
-# Chromium fetches the page's favicon itself, outside the page's request routing, so no
-# PLAYWRIGHT_ABORT_REQUEST predicate ever sees it (a Playwright limitation).
-FAVICON = "/static/img/favicon.png"
 
 
 def seed(env: dict[str, str], urls: list[str]) -> None:
@@ -154,8 +152,9 @@ def test_js_shop_prices_from_xhr_equal_truth_and_blocked_resources_stay_away(
     fetched = paths(sandbox, js_host)
     assert sum(n for p, n in fetched.items() if p.startswith("/api/offer/")) == len(js_urls)
     assert fetched["/static/js/app.js"] == len(js_urls)
-    blocked = {p: n for p, n in fetched.items() if p.startswith(BLOCKED_PREFIXES) and p != FAVICON}
+    blocked = {p: n for p, n in fetched.items() if p.startswith(BLOCKED_PREFIXES)}
     assert blocked == {}
+    assert sum(fetched.values()) == 1 + 3 * len(js_urls)  # robots.txt; page, app.js, JSON
     html_fetched = paths(sandbox, html_host)
     assert not [p for p in html_fetched if p.startswith(("/static/", "/vendor/", "/api/"))]
 

@@ -15,7 +15,7 @@ from scrapy.utils.test import get_crawler
 
 from pricewatch.browser import BrowserAddon, BrowserNotFound, BrowserRouter, ResourceBlocker
 from pricewatch.browser._signals import client_rendering_signs, product_like
-from pricewatch.browser.blocking import BLOCK_RESOURCES, BLOCK_URLS
+from pricewatch.browser.blocking import BLOCK_RESOURCES, BLOCK_URLS, skip_favicon
 from pricewatch.browser.discovery import chromium_args, launch_options
 from pricewatch.browser.router import BROWSER_META, CAPTURE_META
 from pricewatch.spiders.products import ProductSpider
@@ -236,16 +236,37 @@ def _router(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **settings: Any) ->
 def test_declared_domains_and_subdomains_go_through_the_browser(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    router = _router(monkeypatch, tmp_path, PRICEWATCH_JS_DOMAINS=["shop.example"])
+    router = _router(
+        monkeypatch,
+        tmp_path,
+        PRICEWATCH_JS_DOMAINS=["shop.example"],
+        PLAYWRIGHT_ABORT_REQUEST=ResourceBlocker(BLOCK_RESOURCES, []),
+    )
     for url in ("https://shop.example/p/1", "https://www.shop.example/p/2"):
         request = router.route(Request(url))
         assert request.meta["playwright"] is True
         assert request.meta["playwright_include_page"] is True
         assert request.meta[BROWSER_META] == "declared"
         assert request.meta["playwright_page_event_handlers"]["response"]
+    # Images are blocked: the favicon (fetched outside request routing) is skipped too.
+    assert request.meta["playwright_page_init_callback"] is skip_favicon
     plain = router.route(Request("https://othershop.example/p/1"))
     assert "playwright" not in plain.meta and BROWSER_META not in plain.meta
     assert router.crawler.stats.get_value("pricewatch/browser/routed/declared") == 2
+
+
+def test_favicon_is_fetched_when_images_are(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    router = _router(
+        monkeypatch,
+        tmp_path,
+        PRICEWATCH_JS_DOMAINS=["shop.example"],
+        PLAYWRIGHT_ABORT_REQUEST=ResourceBlocker(["font"], []),
+    )
+    assert (
+        "playwright_page_init_callback" not in router.route(Request("https://shop.example/")).meta
+    )
 
 
 def test_contexts_rotate_after_context_pages(

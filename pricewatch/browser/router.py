@@ -48,6 +48,7 @@ from scrapy.http import HtmlResponse, Response
 from scrapy.utils.httpobj import urlparse_cached
 
 from pricewatch.browser._signals import client_rendering_signs
+from pricewatch.browser.blocking import ResourceBlocker, skip_favicon
 from pricewatch.browser.capture import XhrCapture
 from pricewatch.browser.discovery import BrowserNotFound
 from pricewatch.extract import Offer, Rules, extract_offer
@@ -132,6 +133,8 @@ class BrowserRouter:
                 f"PRICEWATCH_BROWSER_WAIT_UNTIL must be one of {WAIT_UNTIL}, "
                 f"got {self.wait_until!r}"
             )
+        blocker = settings.get("PLAYWRIGHT_ABORT_REQUEST")
+        self.skip_favicon = isinstance(blocker, ResourceBlocker) and blocker.blocks("", "image")
         # None: a browser is there (or the operator configured one); else why not.
         self.unavailable: str | None = browser_availability(settings)
         if self.unavailable and self.declared:
@@ -290,6 +293,8 @@ class BrowserRouter:
         }
         if capture.enabled:
             meta["playwright_page_event_handlers"] = {"response": capture.on_response}
+        if self.skip_favicon:
+            meta["playwright_page_init_callback"] = skip_favicon
         return meta
 
     def handles(self, response: Response) -> bool:
