@@ -258,7 +258,7 @@ class OfficialSourceMiddleware(_Official):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         if not self.config.sources:
-            raise NotConfigured("no PRICEWATCH_OFFICIAL_SOURCES")
+            raise NotConfigured  # off unless configured: nothing to warn about
         self._breaker: CircuitBreakerMiddleware | None = None
 
     @classmethod
@@ -348,7 +348,7 @@ class OfficialCrossCheckMiddleware(_Official):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         if not self.config.sources or not self.config.crosscheck:
-            raise NotConfigured("no PRICEWATCH_OFFICIAL_SOURCES or PRICEWATCH_FALLBACK_CROSSCHECK")
+            raise NotConfigured  # off unless configured: nothing to warn about
         self.rng = random.Random()  # noqa: S311 - sampling, not security
 
     @classmethod

@@ -124,8 +124,13 @@ def canonical_decimal(value: Decimal) -> Decimal: ...
 @overload
 def canonical_decimal(value: None) -> None: ...
 def canonical_decimal(value: Decimal | None) -> Decimal | None:
-    """``Decimal("1E+2")`` -> ``Decimal("100.00")``; at least two places, no exponent."""
-    return None if value is None else Decimal(_canonical(value))
+    """The stored form: the scale as the shop wrote it, but no exponent
+    (``Decimal("1E+2")`` -> ``Decimal("100")``, ``Decimal("0.10")`` unchanged)."""
+    if value is None:
+        return None
+    exponent = value.as_tuple().exponent
+    assert isinstance(exponent, int)
+    return value.quantize(Decimal(1)) if exponent > 0 else value
 
 
 def validate(item: OfferItem, max_price: Decimal) -> Observation:
