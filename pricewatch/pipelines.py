@@ -8,7 +8,7 @@
 ``StorePipeline`` settings:
 - ``PRICEWATCH_STORE_URL`` (``sqlite:///pricewatch.db``): the store backend.
 - ``PRICEWATCH_BATCH_SIZE`` (200): observations per write (one transaction).
-- ``PRICEWATCH_FLUSH_INTERVAL`` (5.0 s): a partial batch is written after this long.
+- ``PRICEWATCH_FLUSH_INTERVAL`` (1.0 s): a partial batch is written after this long.
 - ``PRICEWATCH_STORE_MAX_BUFFER`` (5000): observations held while the store is down;
   when full, ``process_item`` waits, so the spider stops claiming new work.
 - ``PRICEWATCH_STORE_RETRY_MAX_DELAY`` (60 s): cap of the exponential backoff between
@@ -183,7 +183,7 @@ class StorePipeline:
         self.resources = CrawlResources.of(crawler)
         settings = crawler.settings
         self.batch_size = settings.getint("PRICEWATCH_BATCH_SIZE", 200)
-        self.flush_interval = settings.getfloat("PRICEWATCH_FLUSH_INTERVAL", 5.0)
+        self.flush_interval = settings.getfloat("PRICEWATCH_FLUSH_INTERVAL", 1.0)
         self.max_buffer = settings.getint("PRICEWATCH_STORE_MAX_BUFFER", 5000)
         self.retry_max_delay = settings.getfloat("PRICEWATCH_STORE_RETRY_MAX_DELAY", 60.0)
         self.close_timeout = settings.getfloat("PRICEWATCH_STORE_CLOSE_TIMEOUT", 30.0)

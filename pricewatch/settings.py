@@ -228,9 +228,12 @@ PRICEWATCH_FRONTIER_HEALTH_ALPHA = 0.1
 # Seconds without a successful fetch or a re-seed after which a failing entry is retired
 # (left in the retired set, `scrapy frontier --requeue DOMAIN` brings it back). 0 = never.
 PRICEWATCH_FRONTIER_RETIRE_UNSEEN = 0
-# Leases in flight per domain across all workers sharing the frontier (0 = no cap). Keep
-# it >= CONCURRENT_REQUESTS_PER_DOMAIN x workers crawling the domain only if the shop allows.
-PRICEWATCH_DOMAIN_MAX_INFLIGHT = 32
+# Leases in flight per domain across all workers sharing the frontier (0 = no cap). A lease
+# counts from its claim until the store batch holding its observation commits, so the cap
+# must leave room for the fetches in flight (CONCURRENT_REQUESTS_PER_DOMAIN x workers) plus
+# what waits up to PRICEWATCH_FLUSH_INTERVAL in a store batch; lower it to hold several
+# workers on one shop to less than their sum.
+PRICEWATCH_DOMAIN_MAX_INFLIGHT = 64
 # Redis frontier: the key namespace (the hash tag of every key, pricewatch:{NAMESPACE}:...),
 # so several catalogues can share one Redis (or one Redis Cluster slot each).
 PRICEWATCH_FRONTIER_REDIS_NAMESPACE = "pw"
@@ -260,8 +263,9 @@ PRICEWATCH_STORE_URL = os.environ.get("PRICEWATCH_STORE_URL", "sqlite:///pricewa
 # Observations written per batch (one transaction). Larger is faster, but more is replayed
 # after a crash.
 PRICEWATCH_BATCH_SIZE = 200
-# Seconds after which a partial batch is written anyway, so a slow crawl still commits.
-PRICEWATCH_FLUSH_INTERVAL = 5.0
+# Seconds after which a partial batch is written anyway, so a slow crawl still commits
+# (and its leases, held until then, are released soon).
+PRICEWATCH_FLUSH_INTERVAL = 1.0
 # Observations held in memory while the store is unreachable. When full, the pipeline
 # waits and the spider claims nothing new: memory stays bounded and nothing is dropped.
 PRICEWATCH_STORE_MAX_BUFFER = 5000

@@ -53,7 +53,7 @@ def policy_from_settings(settings: BaseSettings) -> SchedulePolicy:
         health_weight=settings.getfloat("PRICEWATCH_FRONTIER_HEALTH_WEIGHT", 2.0),
         health_alpha=settings.getfloat("PRICEWATCH_FRONTIER_HEALTH_ALPHA", 0.1),
         retire_unseen=settings.getfloat("PRICEWATCH_FRONTIER_RETIRE_UNSEEN", 0),
-        domain_max_inflight=settings.getint("PRICEWATCH_DOMAIN_MAX_INFLIGHT", 32),
+        domain_max_inflight=settings.getint("PRICEWATCH_DOMAIN_MAX_INFLIGHT", 64),
     )
     for name in ("interval", "lease_ttl", "retry_delay"):
         if getattr(policy, name) <= 0:

@@ -112,7 +112,7 @@ class SchedulePolicy:
     # retired (0 = never).
     retire_unseen: float = 0.0
     # Leases in flight per domain across all workers (0 = no cap).
-    domain_max_inflight: int = 32
+    domain_max_inflight: int = 64
 
     def next_delay(
         self,
