@@ -34,6 +34,8 @@ if str(REPO) not in sys.path:
 from pricewatch.extract import Offer, extract_offer  # noqa: E402
 
 DEFAULT_CORPUS = REPO.parent / "shared" / "corpus" / "product-pages"
+if not DEFAULT_CORPUS.exists():  # the copy kept with the tests
+    DEFAULT_CORPUS = REPO / "tests" / "data" / "product-pages"
 ATTRIBUTES = ("price", "availability", "sku")
 # Published F1 on the whole benchmark (corpus README).
 PUBLISHED = {

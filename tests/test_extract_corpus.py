@@ -16,11 +16,9 @@ import pytest
 from pricewatch.extract import Offer, extract_offer
 
 REPO = Path(__file__).resolve().parent.parent
-CORPUS = REPO.parent / "shared" / "corpus" / "product-pages"
-
-pytestmark = pytest.mark.skipif(
-    not (CORPUS / "ground-truth.json").exists(), reason=f"corpus not found at {CORPUS}"
-)
+# The development half of the public product-extraction benchmark (MIT), kept in the
+# repository so that the quality floors are checked on every run.
+CORPUS = Path(__file__).resolve().parent / "data" / "product-pages"
 
 
 def _bench() -> Any:
