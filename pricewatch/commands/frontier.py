@@ -79,7 +79,9 @@ class Command(ScrapyCommand):
         parser.add_argument("--json", action="store_true", help="counts as JSON lines")
         parser.add_argument("--show", metavar="URL", help="show one entry")
         parser.add_argument(
-            "--requeue", metavar="D", help="make every entry of D due now (retired and dead ones too)"
+            "--requeue",
+            metavar="D",
+            help="make every entry of D due now (retired and dead ones too)",
         )
         parser.add_argument("--purge", metavar="D", help="delete every entry of D")
         parser.add_argument("--reap", action="store_true", help="return expired leases now")

@@ -146,12 +146,12 @@ class ProductSpider(Spider):
         browser = BrowserRouter.of(self.crawler)
         await browser.refresh()  # routes learned by other workers, now and then
         try:
-            async for result in self._parse(response, browser):
+            async for result in self._handle(response, browser):
                 yield result
         finally:
             await browser.release(response.meta)
 
-    async def _parse(
+    async def _handle(
         self, response: Response, browser: BrowserRouter
     ) -> AsyncIterator[OfferItem | Request]:
         lease: Lease = response.meta[LEASE_META]
