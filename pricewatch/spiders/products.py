@@ -106,6 +106,11 @@ class ProductSpider(Spider):
                 continue
             try:
                 leases = await frontier.claim(min(room, self.claim_batch))
+                if not leases and not self.resources.outstanding and self.follow:
+                    due_in = await frontier.next_due_in()
+                    await asyncio.sleep(min(due_in or self.poll_interval, self.poll_interval))
+                    await frontier.reap()
+                    continue
                 failures = 0
             except FrontierUnavailable as exc:
                 failures += 1
@@ -123,11 +128,7 @@ class ProductSpider(Spider):
                 # Completions can make more work due (or free a domain's in-flight cap).
                 await asyncio.sleep(_DRAIN_WAIT)
                 continue
-            if not self.follow:
-                return
-            due_in = await frontier.next_due_in()
-            await asyncio.sleep(min(due_in or self.poll_interval, self.poll_interval))
-            await frontier.reap()
+            return  # cron mode: nothing due, nothing in flight
 
     def request_for(self, lease: Lease, *, browser: bool = False) -> Request:
         request = Request(
