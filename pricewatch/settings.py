@@ -90,11 +90,13 @@ PRICEWATCH_BREAKER_HALF_OPEN_RETRY = 5.0
 # Case-insensitive strings that mark a 200 page as a CAPTCHA/bot wall (outcome `blocked`,
 # never `no_price` nor out of stock), searched in the first PRICEWATCH_CHALLENGE_SCAN_BYTES
 # of the body. Add your shops' walls; the defaults are pricewatch.politeness.DEFAULT_MARKERS.
+# fmt: off
 PRICEWATCH_CHALLENGE_MARKERS = [
     "g-recaptcha", "h-captcha", "cf-challenge", "challenge-platform", "challenge-form",
     "px-captcha", "captcha-delivery", "verify you are human", "are you a robot",
     "unusual traffic from your computer",
 ]
+# fmt: on
 PRICEWATCH_CHALLENGE_SCAN_BYTES = 65536
 # Retries of RETRY_HTTP_CODES wait uniform(0, min(MAX, BASE x 2^(n-1))) seconds before the
 # n-th retry (full jitter), and never less than the shop's Retry-After. They wait in the
