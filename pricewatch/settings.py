@@ -167,11 +167,13 @@ PRICEWATCH_BROWSER_WAIT_UNTIL = "domcontentloaded"
 PRICEWATCH_BROWSER_BLOCK_RESOURCES = ["image", "media", "font", "stylesheet"]
 # URLs (regular expressions) never downloaded: tag managers, analytics, beacons. The default
 # list is pricewatch.browser.blocking.BLOCK_URLS; add a shop's own trackers here.
+# fmt: off
 PRICEWATCH_BROWSER_BLOCK_URLS = [
     r"googletagmanager\.com", r"google-analytics\.com", r"doubleclick\.net",
     r"connect\.facebook\.net", r"hotjar\.com", r"segment\.(?:io|com)", r"clarity\.ms",
     r"/gtm\.js", r"/tagmanager/", r"/(?:collect|beacon|pixel)(?:[/?]|$)",
 ]
+# fmt: on
 # System Chromium binaries tried when PLAYWRIGHT_LAUNCH_OPTIONS is unset (Debian's package).
 PRICEWATCH_BROWSER_SYSTEM_CHROMIUM = ["/usr/lib/chromium/chromium"]
 # Browser contexts alive at once (2: one serving, one draining after recycling), and pages
