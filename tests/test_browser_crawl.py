@@ -248,7 +248,9 @@ def test_pages_are_closed_on_timeouts_and_on_errors(tmp_path: Path, sandbox_fact
     (one try allowed) the domain is not retried again. The other, declared, drops every
     connection: the navigation fails, the SKU ends as error in the errback. Every page
     opened is closed either way."""
-    shop = sandbox_factory(shops=0, js_shops=2, products=3, js_delay=60, mode=["127.0.0.3=drop"])
+    shop = sandbox_factory(
+        shops=0, js_shops=2, products=3, js_delay=60, js_weight="light", mode=["127.0.0.3=drop"]
+    )
     silent, dropping = (s["host"] for s in shop.js_shops)
     assert dropping == "127.0.0.3"
     env = scrapy_env(tmp_path)

@@ -778,7 +778,8 @@ CHROMIUM = Path("/usr/lib/chromium/chromium")
 async def test_js_shop_in_a_browser_fills_prices_and_scrolls_the_listing() -> None:
     from playwright.async_api import async_playwright
 
-    async with running(shops=0, js_shops=1, products=30, js_delay=0.3) as (sb, _):
+    light = {"js_weight": "light", "js_delay": 0.3}
+    async with running(shops=0, js_shops=1, products=30, **light) as (sb, _):
         (shop,) = sb.shops
         url, rec = next((u, r) for u, r in sb.truth().items() if not r["disallowed"])
         loc = next(loc for loc in LOCALES if loc.currency == shop["currency"])
@@ -814,3 +815,131 @@ async def test_js_shop_in_a_browser_fills_prices_and_scrolls_the_listing() -> No
                 assert sb.stats()["hosts"][shop["host"]]["paths"]["/api/list"] == 3
             finally:
                 await browser.close()
+
+
+# --- the real JS weight ------------------------------------------------------------------------
+async def _get_bytes(client: aiohttp.ClientSession, url: str) -> tuple[int, bytes, str]:
+    async with client.get(url) as resp:
+        return resp.status, await resp.read(), resp.headers.get("Content-Type", "")
+
+
+async def test_js_shop_real_weight_pages_weigh_like_a_real_product_page() -> None:
+    """~70 requests and ~2.3 MB: 30-50 images (gallery photos of 150-250 KB, thumbnails of
+    10-40 KB), ~500 KB of JS over 15-20 files, 80-150 KB of CSS, 3 fonts of 30-100 KB."""
+    async with running(shops=0, js_shops=1, products=5, asset_latency="none") as (sb, client):
+        assert sb.asset_latency_ms is None
+        base = sb.shops[0]["base_url"]
+        url = sb.urls()[0]
+        status, page, _ = await _get_bytes(client, url)
+        assert status == 200
+        tree = lxml_html.fromstring(page)
+        assert tree.xpath('//div[@id="app"]/@data-sku') and not tree.xpath("//script[@type]")
+        assert tree.xpath('string(//*[@id="price"])') == ""
+        scripts = tree.xpath("//script/@src")
+        styles = tree.xpath('//link[@rel="stylesheet"]/@href')
+        images = tree.xpath("//img/@src") + tree.xpath('//link[@rel="icon"]/@href')
+        sizes: dict[str, int] = {}
+        bodies: dict[str, bytes] = {}
+        for path in [*scripts, *styles, *images]:
+            status, body, ctype = await _get_bytes(client, base + path)
+            assert status == 200, path
+            sizes[path], bodies[path] = len(body), body
+        # The tag manager injects its tags; the base stylesheet declares the fonts.
+        gtm = bodies["/vendor/tagmanager/gtm.js"].decode()
+        tags = re.findall(r'"(/vendor/tagmanager/tags/\w+\.js)"', gtm)
+        css = bodies["/cdn/css/base.css"].decode()
+        fonts = re.findall(r"url\((/cdn/fonts/[\w-]+\.woff2)\)", css)
+        assert len(tags) == 3 and len(fonts) == 3
+        for path in [*tags, *fonts]:
+            status, body, _ = await _get_bytes(client, base + path)
+            assert status == 200, path
+            sizes[path] = len(body)
+
+        js = [*scripts, *tags]
+        assert 15 <= len(js) <= 20 and 450_000 <= sum(sizes[p] for p in js) <= 600_000
+        assert len(styles) == 4 and 80_000 <= sum(sizes[p] for p in styles) <= 150_000
+        assert all(30_000 <= sizes[p] <= 100_000 for p in fonts)
+        assert 30 <= len(images) <= 50 and len(set(images)) == len(images)
+        assert 1_000_000 <= sum(sizes[p] for p in images) <= 1_600_000
+        gallery = [p for p in images if re.fullmatch(r"/cdn/img/p/[a-z0-9]+-\d+-\d\.png", p)]
+        thumbs = [p for p in images if p.endswith("-thumb.png")]
+        assert len(gallery) == 5 and all(150_000 <= sizes[p] <= 260_000 for p in gallery)
+        assert len(thumbs) == 5 and all(10_000 <= sizes[p] <= 40_000 for p in thumbs)
+        for path in images:  # valid PNGs of the size the page says
+            body = bodies[path]
+            assert body[:8] == b"\x89PNG\r\n\x1a\n" and body[12:16] == b"IHDR", path
+        width = int.from_bytes(bodies[gallery[0]][16:20], "big")
+        assert width == int(tree.xpath(f'//img[@src="{gallery[0]}"]/@width')[0]) == 1000
+        total = len(page) + sum(sizes.values())
+        # The page, its resources, the price API; in a browser the beacons and widget calls
+        # add ~8 more (tests/test_browser_weight.py counts them).
+        requests = 1 + len(sizes) + 1
+        assert 2_000_000 <= total <= 3_000_000 and 60 <= requests <= 92, (total, requests)
+
+        # Third-party beacons and widgets answer; unknown assets are 404s.
+        for path in ("/vendor/collect?ev=x", "/vendor/tr/pixel?ev=x", "/vendor/hotjar/beacon"):
+            status, body, ctype = await _get_bytes(client, base + path)
+            assert status == 200 and ctype == "image/gif"
+        status, body, _ = await _get_bytes(client, base + "/vendor/reviews/summary?sku=A1")
+        assert status == 200 and "price" not in json.loads(body)
+        for path in ("/cdn/js/missing.js", "/cdn/img/p/x.gif", "/cdn/img/other.png"):
+            assert (await _get_bytes(client, base + path))[0] == 404, path
+
+
+def test_js_shop_real_weight_is_deterministic() -> None:
+    from pricewatch.sandbox import _assets
+
+    first = {p: hash(body) for p, (body, _) in _assets.real_assets().items()}
+    image = _assets.real_image("p/ab1-2.png")
+    _assets.real_assets.cache_clear()
+    _assets._image.cache_clear()
+    assert {p: hash(body) for p, (body, _) in _assets.real_assets().items()} == first
+    assert _assets.real_image("p/ab1-2.png") == image
+    a = Sandbox(seed=4, shops=0, js_shops=1, products=3)
+    b = Sandbox(seed=4, shops=0, js_shops=1, products=3)
+    from pricewatch.sandbox import _pages
+
+    pa, pb = (s._shops[0] for s in (a, b))
+    assert _pages.js_product_page_real(pa, pa.products[0]) == _pages.js_product_page_real(
+        pb, pb.products[0]
+    )
+
+
+def test_js_weight_and_asset_latency_options() -> None:
+    assert Sandbox(js_shops=1).asset_latency_ms == "30-150"  # real weight: CDN latency on
+    assert Sandbox(js_shops=1, js_weight="light").asset_latency_ms is None
+    assert Sandbox(js_shops=1, asset_latency="none").asset_latency_ms is None
+    assert Sandbox(js_shops=1, js_weight="light", asset_latency="5-9").asset_latency_ms == "5-9"
+    with pytest.raises(ValueError, match="js_weight must be one of .*'heavy'"):
+        Sandbox(js_shops=1, js_weight="heavy")
+    with pytest.raises(ValueError, match="latency must be MIN-MAX"):
+        Sandbox(js_shops=1, asset_latency="fast")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pricewatch.sandbox", "--js-weight", "heavy"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 2 and "--js-weight" in proc.stderr
+
+
+async def test_asset_latency_delays_only_js_shops_static_assets() -> None:
+    async with running(shops=1, js_shops=1, products=3, asset_latency="500") as (sb, client):
+        html_base, js_base = (s["base_url"] for s in sb.shops)
+        sku = next(r["sku"] for r in sb.truth().values() if r["js"])
+
+        async def timed(url: str) -> float:
+            started = time.monotonic()
+            status, _, _ = await _get_bytes(client, url)
+            assert status == 200, url
+            return time.monotonic() - started
+
+        for path in ("/cdn/js/runtime.js", "/vendor/collect", "/static/js/app.js"):
+            assert await timed(js_base + path) >= 0.5, path
+        for url in (
+            js_base + f"/api/offer/{sku}",
+            js_base + sb.urls(host=sb.shops[1]["host"])[0].split(js_base)[1],
+            html_base + "/static/css/shop.css",
+        ):
+            assert await timed(url) < 0.45, url

@@ -11,7 +11,14 @@ price only beside a struck-through list price). JS-only shops fill their prices 
 Paths of every shop: ``/``, ``/robots.txt`` (``Disallow: /private/``), ``/sitemap.xml``,
 ``/products?page=N``, ``/products/{slug}``, ``/private/products/{slug}``,
 ``/api/products/{sku}`` (official API, never affected by modes), ``/api/offer/{sku}``,
-``/api/list?cursor=``, static resources under ``/static/`` and ``/vendor/``.
+``/api/list?cursor=``, static resources under ``/static/``, ``/cdn/`` and ``/vendor/``.
+
+A JS-only shop's product page carries the resource weight of a real one by default
+(``js_weight="real"``, ``--js-weight real``: ~70 requests, ~2.3 MB of images, web fonts,
+stylesheets, first-party bundles, a tag manager and its tracking tags, served under
+``/cdn/`` and the third-party-looking ``/vendor/``), each static asset delayed like a CDN
+round trip (``asset_latency``, ``--asset-latency``, 30-150 ms by default, ``none`` to turn
+off); ``light`` is a few small resources and no asset latency, for fast tests.
 
 Control paths (answer on every host, cover all hosts, never counted):
 ``GET /_truth``, ``GET /_stats``, ``POST /_stats/reset``, ``GET /_urls.txt`` (``?all=1``

@@ -12,6 +12,7 @@ import random
 from html import escape
 from typing import Any
 
+from pricewatch.sandbox import _assets
 from pricewatch.sandbox._catalog import (
     IN_STOCK,
     JS_MARKUP,
@@ -440,6 +441,85 @@ def js_product_page(shop: Shop, product: Product, delay_ms: int = 300) -> str:
         '<div class="spinner" id="loading">Loading price…</div></div>'
         f'<section class="description">{description}</section>'
         f"{_footer(shop)}"
+        '<script src="/static/js/app.js" defer></script></body></html>'
+    )
+
+
+def js_product_page_real(shop: Shop, product: Product, delay_ms: int = 300) -> str:
+    """The same app root as :func:`js_product_page`, in a page with the resource weight of a
+    real one (see ``_assets``): four stylesheets, three web fonts, sixteen scripts (ten
+    first-party bundles, a tag manager that injects three tracking tags, a consent manager,
+    a reviews widget), ~35 images (gallery photos and thumbnails, recommendation cards,
+    logo, payment icons, badges)."""
+    sku = product.sku.lower()
+    css = "".join(f'<link rel="stylesheet" href="{path}">' for path, _ in _assets.STYLESHEETS)
+    fonts = "".join(
+        f'<link rel="preload" href="/cdn/fonts/{name}.woff2" as="font" type="font/woff2" '
+        "crossorigin>"
+        for name, _ in _assets.FONTS[:2]
+    )
+    bundles = "".join(
+        f'<script src="/cdn/js/{name}.js" defer></script>' for name, _ in _assets.FIRST_PARTY_JS
+    )
+    gallery = "".join(
+        f'<img src="/cdn/img/p/{sku}-{i}.png" alt="{escape(product.name)} view {i + 1}" '
+        'width="1000" height="1000">'
+        for i in range(_assets.GALLERY_IMAGES)
+    )
+    thumbs = "".join(
+        f'<img src="/cdn/img/p/{sku}-{i}-thumb.png" alt="" width="120" height="120">'
+        for i in range(_assets.GALLERY_IMAGES)
+    )
+    related = [shop.products[i] for i in product.related]
+    cards = "".join(
+        f'<li class="card"><a class="card__link" href="{r.path}">'
+        f'<img src="/cdn/img/p/{r.sku.lower()}-card.png" alt="" width="300" height="300">'
+        f'<span class="card__name">{escape(r.name)}</span></a></li>'
+        for r in related
+    ) + "".join(
+        f'<li class="card card--recent"><img src="/cdn/img/p/{sku}-card-{i}.png" alt="" '
+        'width="300" height="300"></li>'
+        for i in range(_assets.CARD_IMAGES - len(related))
+    )
+    icons = "".join(
+        f'<img class="pay" src="/cdn/img/pay/{name}.png" alt="{name}" width="64" height="40">'
+        for name in _assets.PAYMENT_ICONS
+    ) + "".join(
+        f'<img class="badge" src="/cdn/img/badge/{name}.png" alt="{name}" width="64" height="40">'
+        for name in _assets.TRUST_BADGES
+    )
+    description = "".join(f"<p>{escape(p)}</p>" for p in product.details().description)
+    specs = "".join(
+        f"<tr><th>{k}</th><td>{escape(v)}</td></tr>" for k, v in product.details().specs
+    )
+    return (
+        f'<!DOCTYPE html><html lang="{shop.locale.lang}"><head>'
+        '<meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{escape(product.name)} | {escape(shop.name)}</title>"
+        f"{css}{fonts}"
+        '<link rel="icon" href="/cdn/img/favicon.png">'
+        '<script src="/vendor/consent/cmp.js" async></script>'
+        '<script src="/vendor/tagmanager/gtm.js" async></script>'
+        f"{bundles}"
+        f"</head><body>"
+        f'<img class="logo-img" src="/cdn/img/logo.png" alt="{escape(shop.name)}" width="240" '
+        f'height="80">{_header(shop)}'
+        f'<div id="app" data-sku="{product.sku}" data-delay="{delay_ms}">'
+        f'<div class="gallery">{gallery}<div class="gallery__thumbs">{thumbs}</div></div>'
+        f'<h1 class="product__title">{escape(product.name)}</h1>'
+        '<div class="price-box"><span class="price price--current" id="price"></span>'
+        '<del class="price price--was" id="was"></del></div>'
+        '<p class="availability" id="availability"></p>'
+        '<div class="spinner" id="loading">Loading price…</div></div>'
+        f'<div class="trust"><span class="icon">&#xe001; &#xe002;</span>{icons}</div>'
+        f'<section class="description">{description}</section>'
+        f'<section class="specs"><table>{specs}</table></section>'
+        f'<div id="reviews-widget" data-sku="{product.sku}"></div>'
+        '<section class="recommendations"><h2>Customers also bought</h2>'
+        f'<ul class="carousel">{cards}</ul></section>'
+        f"{_footer(shop)}"
+        '<script src="/vendor/reviews/widget.js" async></script>'
         '<script src="/static/js/app.js" defer></script></body></html>'
     )
 

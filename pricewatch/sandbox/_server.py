@@ -46,6 +46,9 @@ SHUTDOWN_GRACE = 0.5  # seconds in-flight requests get to finish on stop()
 PAGE_CACHE_SIZE = 2048  # rendered pages kept (~50 MB); a miss costs ~1 ms
 LIST_PAGE_SIZE = 12  # items per /api/list page (JS shop infinite scroll)
 _EXEMPT_PREFIXES = ("/robots.txt", "/api/products/")  # modes never apply here
+_ASSET_PREFIXES = ("/static/", "/cdn/", "/vendor/")  # a JS shop's static assets
+DEFAULT_ASSET_LATENCY = "30-150"  # ms per asset request, JS shops of the real weight
+_IMMUTABLE = {"Cache-Control": "public, max-age=31536000, immutable"}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -94,6 +97,8 @@ class Sandbox:
         js_shops: int = 0,
         modes: Iterable[dict[str, Any]] = (),
         js_delay: float = 0.3,
+        js_weight: str = "real",
+        asset_latency: str | tuple[float, float] | None = "auto",
     ) -> None:
         if shops < 0 or js_shops < 0 or shops + js_shops < 1:
             raise ValueError(f"shops + js_shops must be >= 1, got {shops} + {js_shops}")
@@ -115,6 +120,17 @@ class Sandbox:
         self._port = port
         self._js_delay_ms = int(js_delay * 1000)
         self._latency = parse_latency(latency)
+        if js_weight not in _assets.WEIGHTS:
+            raise ValueError(f"js_weight must be one of {_assets.WEIGHTS}, got {js_weight!r}")
+        self._js_weight = js_weight
+        if asset_latency == "auto":
+            asset_latency = DEFAULT_ASSET_LATENCY if js_weight == "real" else None
+        elif asset_latency == "none":
+            asset_latency = None
+        # Per request to a JS shop's static assets (/static/, /cdn/, /vendor/), on top of
+        # ``latency``: the round trip to a CDN or a third party.
+        self._asset_latency = parse_latency(asset_latency)
+        self._asset_rng = random.Random(f"pricewatch-sandbox:{seed}:asset-latency")
         self._latency_rng = random.Random(f"pricewatch-sandbox:{seed}:latency")
         self._challenge_rng = random.Random(f"pricewatch-sandbox:{seed}:challenge")
         self._shops = build_shops(seed, shops, products, js_shops, host_base)
@@ -131,6 +147,8 @@ class Sandbox:
 
     # --- lifecycle ------------------------------------------------------------------------
     async def start(self) -> list[dict[str, Any]]:
+        if self._n_js and self._js_weight == "real":
+            _assets.real_assets()  # generated once (~0.3 s), before the first page asks
         try:
             for shop in self._shops:
                 runner = web.AppRunner(
@@ -153,6 +171,14 @@ class Sandbox:
     async def stop(self) -> None:
         runners, self._runners = self._runners, []
         await asyncio.gather(*(runner.cleanup() for runner in runners))
+
+    @property
+    def asset_latency_ms(self) -> str | None:
+        """The static-asset latency in effect, ``"MIN-MAX"`` milliseconds, or None."""
+        if self._asset_latency is None:
+            return None
+        low, high = (round(v * 1000) for v in self._asset_latency)
+        return f"{low}-{high}"
 
     @property
     def shops(self) -> list[dict[str, Any]]:
@@ -348,6 +374,12 @@ class Sandbox:
         r.add_get("/static/fonts/shop.woff2", self._h_font)
         r.add_get("/vendor/tagmanager/gtm.js", self._h_tracker)
         r.add_get("/vendor/collect", self._h_collect)
+        r.add_get("/vendor/tr/pixel", self._h_collect)
+        r.add_get("/vendor/hotjar/beacon", self._h_collect)
+        r.add_get("/vendor/reviews/summary", self._h_reviews_summary)
+        r.add_get("/cdn/img/{name:.+}", self._h_real_img)
+        r.add_get("/cdn/{tail:.+}", self._h_real_asset)
+        r.add_get("/vendor/{tail:.+}", self._h_real_asset)
         return app
 
     def _shop(self, request: web.Request) -> Shop:
@@ -364,6 +396,8 @@ class Sandbox:
         try:
             if self._latency is not None:
                 await asyncio.sleep(self._latency_rng.uniform(*self._latency))
+            if self._asset_latency is not None and shop.js and path.startswith(_ASSET_PREFIXES):
+                await asyncio.sleep(self._asset_rng.uniform(*self._asset_latency))
             response: web.StreamResponse | None = None
             if not path.startswith(_EXEMPT_PREFIXES):
                 response = await self._apply_modes(shop, request)
@@ -465,11 +499,10 @@ class Sandbox:
         if product is None:
             raise web.HTTPNotFound()
         if shop.js:
-            return self._html(
-                shop,
-                product.path,
-                lambda: _pages.js_product_page(shop, product, self._js_delay_ms),
+            render = (
+                _pages.js_product_page_real if self._js_weight == "real" else _pages.js_product_page
             )
+            return self._html(shop, product.path, lambda: render(shop, product, self._js_delay_ms))
         return self._html(shop, product.path, lambda: _pages.product_page(shop, product))
 
     def _offer_json(self, shop: Shop, product: Product) -> dict[str, Any]:
@@ -561,10 +594,32 @@ class Sandbox:
         return web.Response(body=_assets.font(), content_type="font/woff2")
 
     async def _h_tracker(self, request: web.Request) -> web.Response:
+        if self._js_weight == "real":
+            return await self._h_real_asset(request)
         return web.Response(text=_assets.TRACKER_JS, content_type="application/javascript")
 
     async def _h_collect(self, request: web.Request) -> web.Response:
-        return web.Response(body=_assets.PIXEL_GIF, content_type="image/gif")
+        return web.Response(
+            body=_assets.PIXEL_GIF, content_type="image/gif", headers={"Cache-Control": "no-store"}
+        )
+
+    async def _h_reviews_summary(self, request: web.Request) -> web.Response:
+        sku = request.query.get("sku", "")
+        rating = 3.5 + (binascii.crc32(sku.encode()) % 15) / 10
+        return web.json_response({"sku": sku, "rating": rating, "count": 7 + len(sku) * 3})
+
+    async def _h_real_img(self, request: web.Request) -> web.Response:
+        body = _assets.real_image(request.match_info["name"])
+        if body is None:
+            raise web.HTTPNotFound()
+        return web.Response(body=body, content_type="image/png", headers=_IMMUTABLE)
+
+    async def _h_real_asset(self, request: web.Request) -> web.Response:
+        found = _assets.real_assets().get(request.path)
+        if found is None:
+            raise web.HTTPNotFound()
+        body, content_type = found
+        return web.Response(body=body, content_type=content_type, headers=_IMMUTABLE)
 
     # control paths
     async def _h_truth(self, request: web.Request) -> web.Response:

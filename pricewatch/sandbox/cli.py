@@ -65,6 +65,21 @@ def add_arguments(parser: argparse._ActionsContainer) -> None:
         help="seconds before a JS-only page fetches its price (default: 0.3)",
     )
     parser.add_argument(
+        "--js-weight",
+        choices=("light", "real"),
+        default="real",
+        help="resources of a JS-only product page: real (~70 requests, ~2.2 MB: images, "
+        "fonts, stylesheets, first-party bundles, a tag manager and its trackers) or light "
+        "(a few small ones, for fast tests) (default: real)",
+    )
+    parser.add_argument(
+        "--asset-latency",
+        metavar="MIN-MAX|none",
+        default="auto",
+        help="added latency per static-asset request of a JS shop, uniform in milliseconds "
+        "(a CDN round trip); default 30-150 with --js-weight real, none with light",
+    )
+    parser.add_argument(
         "--latency",
         metavar="MIN-MAX",
         default=None,
@@ -107,6 +122,8 @@ def sandbox_from_args(args: argparse.Namespace) -> Sandbox:
         port=args.port,
         js_shops=args.js_shops,
         js_delay=args.js_delay,
+        js_weight=args.js_weight,
+        asset_latency=args.asset_latency,
         modes=[*args.mode, *args.control],
     )
 
