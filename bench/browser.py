@@ -1,10 +1,14 @@
 """Browser pages per second and memory, with and without resource blocking, beside plain HTTP.
 
-    .venv/bin/python bench/browser.py [--pages 2000] [--early 200] [--js-delay 0.3] [--json OUT]
+    .venv/bin/python bench/browser.py [--pages 2000] [--early 200] [--js-delay 0.3]
+        [--js-weight real|light] [--asset-latency 30-150|none] [--json OUT]
 
 One run, three crawls (``scrapy crawl products`` subprocesses, SQLite frontier and store in
 a temporary directory) against one in-process sandbox with one HTML shop and one JS-only
-shop of ``--pages`` products each:
+shop of ``--pages`` products each. The JS shop's product pages carry the weight of a real
+one by default (``--js-weight real``: ~70 requests, ~2.3 MB of images, fonts, stylesheets,
+first-party bundles and third-party scripts, each static asset delayed 30-150 ms like a
+CDN round trip; see ``pricewatch.sandbox._assets``):
 
 1. ``http``: the HTML shop over plain HTTP;
 2. ``browser, blocking``: the JS shop through the browser (PRICEWATCH_JS_DOMAINS), with
@@ -16,8 +20,11 @@ and the last one (browser launch and crawl shutdown excluded; wall time is shown
 Memory is sampled every 0.25 s over the crawl process and all its descendants (Playwright's
 driver, Chromium's browser, renderer, GPU and utility processes): the peak of the summed
 RSS, and PSS (shared pages counted once, a truer total for Chromium's many processes).
-"RSS @early" and "RSS @end" are the median summed RSS while the shop served
-``--early`` +-10 % pages and the last 10 % of them: the memory-flatness check.
+"RSS @early" and "RSS @end" are the median summed RSS while the shop served ``--early``
++-10 % pages and the last 10 % of them: the memory-flatness check. "req/page" counts every
+request the shop served per product page (blocked ones never reach it). The load average
+(1, 5, 15 min) is printed from before and after the run: the machine's other work slows
+all crawls alike only if it stays level.
 Crawl settings are the project's, without politeness delays (DOWNLOAD_DELAY=0, no
 AutoThrottle), with a 0.5 s store flush and no per-domain lease cap, so that the fetch path,
 not the delay or the lease cycle, is measured.
@@ -220,6 +227,19 @@ def main() -> None:
         default=None,
         help="PLAYWRIGHT_MAX_PAGES_PER_CONTEXT for the browser crawls (default: the setting)",
     )
+    parser.add_argument(
+        "--js-weight",
+        choices=("real", "light"),
+        default="real",
+        help="resource weight of the JS shop's product pages (real)",
+    )
+    parser.add_argument(
+        "--asset-latency",
+        default="auto",
+        metavar="MIN-MAX|none",
+        help="latency per static-asset request of the JS shop in ms (default: 30-150 with "
+        "the real weight, none with light)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument(
         "--only",
@@ -230,6 +250,7 @@ def main() -> None:
     args = parser.parse_args()
     only = set(args.only or ("http", "blocking", "no-blocking"))
     results: list[Result] = []
+    load_before = os.getloadavg()
     with BackgroundSandbox(
         shops=1,
         js_shops=1,
@@ -237,7 +258,10 @@ def main() -> None:
         seed=3,
         js_delay=args.js_delay,
         latency=args.latency,
+        js_weight=args.js_weight,
+        asset_latency=args.asset_latency,
     ) as sandbox:
+        asset_latency = sandbox.sandbox.asset_latency_ms
         html_host, js_host = (s["host"] for s in sandbox.shops)
         html_urls = sandbox.urls(host=html_host)
         js_urls = sandbox.urls(host=js_host)
@@ -252,23 +276,27 @@ def main() -> None:
             results.append(
                 run("browser, no blocking", sandbox, js_host, js_urls, js + NO_BLOCKING, args.early)
             )
+    load_after = os.getloadavg()
     print(
-        f"\n{args.pages} product URLs per crawl (robots.txt-allowed ones fetched), JS price "
-        f"delay {args.js_delay}s, latency {args.latency or 'none'} ms, pages per context "
+        f"\n{args.pages} product URLs per crawl (robots.txt-allowed ones fetched), JS weight "
+        f"{args.js_weight}, asset latency {asset_latency or 'none'} ms, JS price delay "
+        f"{args.js_delay}s, latency {args.latency or 'none'} ms, pages per context "
         f"{args.pages_per_context or 'default'}, {os.cpu_count()} CPUs, load average "
-        f"{os.getloadavg()[0]:.1f}\n"
+        f"{' '.join(f'{v:.2f}' for v in load_before)} before, "
+        f"{' '.join(f'{v:.2f}' for v in load_after)} after\n"
     )
     print(
-        "| crawl | pages | ok | pages/s | wall s | shop requests | aborted | peak RSS MB "
-        f"| peak PSS MB | procs | RSS @{args.early} MB | RSS @end MB |"
+        "| crawl | pages | ok | pages/s | wall s | shop requests | req/page | aborted "
+        f"| peak RSS MB | peak PSS MB | procs | RSS @{args.early} MB | RSS @end MB |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         early = "-" if r.rss_early_mb is None else f"{r.rss_early_mb:.0f}"
         end = "-" if r.rss_end_mb is None else f"{r.rss_end_mb:.0f}"
         print(
             f"| {r.name} | {r.pages} | {r.ok} | {r.rate:.1f} | {r.wall:.1f} | {r.shop_requests} "
-            f"| {r.aborted} | {r.peak_rss_mb:.0f} | {r.peak_pss_mb:.0f} | {r.processes} "
+            f"| {r.shop_requests / max(r.pages, 1):.1f} | {r.aborted} | {r.peak_rss_mb:.0f} "
+            f"| {r.peak_pss_mb:.0f} | {r.processes} "
             f"| {early} | {end} |"
         )
     by_name = {r.name: r for r in results}
@@ -277,7 +305,16 @@ def main() -> None:
         print(f"\nblocking speed-up: {blocking.rate / plain.rate:.2f}x pages/s")
     if blocking and blocking.rss_early_mb and blocking.rss_end_mb:
         growth = blocking.rss_end_mb / blocking.rss_early_mb - 1
-        print(f"RSS growth @{args.early} -> @end (blocking): {growth:+.1%}")
+        print(
+            f"RSS after {args.early} vs after {blocking.pages} pages (blocking): "
+            f"{blocking.rss_early_mb:.0f} -> {blocking.rss_end_mb:.0f} MB, {growth:+.1%}"
+        )
+    if plain and plain.rss_early_mb and plain.rss_end_mb:
+        growth = plain.rss_end_mb / plain.rss_early_mb - 1
+        print(
+            f"RSS after {args.early} vs after {plain.pages} pages (no blocking): "
+            f"{plain.rss_early_mb:.0f} -> {plain.rss_end_mb:.0f} MB, {growth:+.1%}"
+        )
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in results], indent=1, default=str))
 
