@@ -35,3 +35,15 @@ def scrapy(
         text=True,
         timeout=timeout,
     )
+
+
+def start_scrapy(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """A `scrapy` subprocess left running (stderr captured: ``communicate()`` it)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "scrapy", *args],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )

@@ -11,8 +11,6 @@ import io
 import json
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from decimal import Decimal
@@ -22,7 +20,7 @@ from typing import Any
 import pytest
 
 from .fixtures.sandbox import SandboxProcess, sandbox_args
-from .helpers import scrapy, scrapy_env
+from .helpers import scrapy, scrapy_env, start_scrapy
 
 # Fast but otherwise default settings: politeness is tested on its own elsewhere.
 FAST = ["-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False"]
@@ -141,13 +139,7 @@ def test_sigkill_midway_then_rerun_loses_nothing(sandbox_factory: Any, tmp_path:
         *("-s", "PRICEWATCH_FRONTIER_LEASE_TTL=3", "-s", "PRICEWATCH_FLUSH_INTERVAL=0.3"),
         *("-s", "PRICEWATCH_BATCH_SIZE=10", "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2"),
     ]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scrapy", "crawl", "products", *FAST, *short_lease],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = start_scrapy(tmp_path, "crawl", "products", *FAST, *short_lease, env=env)
     deadline = time.monotonic() + 60
     written = 0
     while time.monotonic() < deadline:
@@ -159,7 +151,7 @@ def test_sigkill_midway_then_rerun_loses_nothing(sandbox_factory: Any, tmp_path:
             break
         time.sleep(0.1)
     proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
+    proc.communicate(timeout=10)
     assert 10 <= written < len(urls), "the crawl must be killed midway"
     time.sleep(3.5)  # the killed worker's leases expire
     stats = crawl(tmp_path, *short_lease)
@@ -220,14 +212,10 @@ def test_follow_mode_picks_up_new_work_while_running(shop: SandboxProcess, tmp_p
     first, later = urls[:5], urls[5:10]
     env = scrapy_env(tmp_path)
     seed(tmp_path, first, env)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scrapy", "crawl", "products", "-a", "follow=1", *FAST,
-         "-s", "PRICEWATCH_FRONTIER_POLL_INTERVAL=0.2", "-s", "PRICEWATCH_FLUSH_INTERVAL=0.2"],
-        cwd=tmp_path,
+    proc = start_scrapy(
+        tmp_path, "crawl", "products", "-a", "follow=1", *FAST,
+        "-s", "PRICEWATCH_FRONTIER_POLL_INTERVAL=0.2", "-s", "PRICEWATCH_FLUSH_INTERVAL=0.2",
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
     )  # fmt: skip
     try:
 

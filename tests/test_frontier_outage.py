@@ -12,7 +12,6 @@ import shutil
 import socket
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ from pricewatch.frontier import DomainCounts
 from pricewatch.frontier.redis import RedisFrontier
 
 from .fixtures.sandbox import SandboxProcess, sandbox_args
-from .helpers import scrapy, scrapy_env
+from .helpers import scrapy, scrapy_env, start_scrapy
 
 
 class PrivateRedis:
@@ -93,17 +92,13 @@ def test_redis_restart_midway_loses_nothing(private_redis: PrivateRedis, tmp_pat
         env = scrapy_env(tmp_path, PRICEWATCH_FRONTIER_URL=private_redis.url)
         (tmp_path / "seeds.txt").write_text("\n".join(urls) + "\n")
         assert scrapy(tmp_path, "seed", "seeds.txt", env=env).returncode == 0
-        crawl = subprocess.Popen(
-            [sys.executable, "-m", "scrapy", "crawl", "products",
-             "-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False",
-             "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=1", "-s", "PRICEWATCH_FRONTIER_CLAIM_BATCH=3",
-             "-s", "PRICEWATCH_MAX_OUTSTANDING=6", "-s", "PRICEWATCH_BATCH_SIZE=5",
-             "-s", "PRICEWATCH_FLUSH_INTERVAL=0.2", "-s", "PRICEWATCH_FRONTIER_LEASE_TTL=4"],
-            cwd=tmp_path,
+        crawl = start_scrapy(
+            tmp_path, "crawl", "products",
+            "-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False",
+            "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=1", "-s", "PRICEWATCH_FRONTIER_CLAIM_BATCH=3",
+            "-s", "PRICEWATCH_MAX_OUTSTANDING=6", "-s", "PRICEWATCH_BATCH_SIZE=5",
+            "-s", "PRICEWATCH_FLUSH_INTERVAL=0.2", "-s", "PRICEWATCH_FRONTIER_LEASE_TTL=4",
             env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
         )  # fmt: skip
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

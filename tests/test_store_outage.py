@@ -13,7 +13,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from typing import Any
 import pytest
 
 from .fixtures.sandbox import SandboxProcess, sandbox_args
-from .helpers import scrapy, scrapy_env
+from .helpers import scrapy, scrapy_env, start_scrapy
 
 BINDIRS = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
 
@@ -98,16 +97,12 @@ def test_postgres_down_midway_loses_and_duplicates_nothing(
         env = scrapy_env(tmp_path, PRICEWATCH_STORE_URL=cluster.url)
         (tmp_path / "seeds.txt").write_text("\n".join(urls) + "\n")
         assert scrapy(tmp_path, "seed", "seeds.txt", env=env).returncode == 0
-        crawl = subprocess.Popen(
-            [sys.executable, "-m", "scrapy", "crawl", "products",
-             "-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False",
-             "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=1", "-s", "PRICEWATCH_BATCH_SIZE=5",
-             "-s", "PRICEWATCH_FLUSH_INTERVAL=0.2", "-s", "PRICEWATCH_STORE_RETRY_MAX_DELAY=1"],
-            cwd=tmp_path,
+        crawl = start_scrapy(
+            tmp_path, "crawl", "products",
+            "-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False",
+            "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=1", "-s", "PRICEWATCH_BATCH_SIZE=5",
+            "-s", "PRICEWATCH_FLUSH_INTERVAL=0.2", "-s", "PRICEWATCH_STORE_RETRY_MAX_DELAY=1",
             env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
         )  # fmt: skip
 
         def products() -> int:
@@ -165,14 +160,7 @@ def test_store_down_for_good_ends_the_crawl_and_the_next_run_catches_up(
         assert f"127.0.0.1:{cluster.port}" in down.stderr
         # Down mid-crawl and never back: the crawl ends instead of hanging.
         cluster.start()
-        crawl = subprocess.Popen(
-            [sys.executable, "-m", "scrapy", "crawl", "products", *settings],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        crawl = start_scrapy(tmp_path, "crawl", "products", *settings, env=env)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not _count(cluster, "products"):
             time.sleep(0.05)

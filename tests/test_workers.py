@@ -10,7 +10,6 @@ import asyncio
 import json
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ import pytest
 import redis
 
 from .fixtures.sandbox import SandboxProcess, sandbox_args
-from .helpers import scrapy, scrapy_env
+from .helpers import scrapy, scrapy_env, start_scrapy
 
 REDIS = "redis://127.0.0.1:6379/0"
 WORKERS = 3
@@ -71,14 +70,7 @@ def product_fetches(shop: SandboxProcess) -> dict[str, int]:
 
 def start_worker(tmp_path: Path, env: dict[str, str], n: int, *args: str) -> subprocess.Popen[str]:
     worker_env = dict(env, PRICEWATCH_STATS_FILE=str(tmp_path / f"stats-{n}.json"))
-    return subprocess.Popen(
-        [sys.executable, "-m", "scrapy", "crawl", "products", *FAST, *args],
-        cwd=tmp_path,
-        env=worker_env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_scrapy(tmp_path, "crawl", "products", *FAST, *args, env=worker_env)
 
 
 def stored(postgres_url: str) -> tuple[int, int, int]:
