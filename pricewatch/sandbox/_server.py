@@ -312,7 +312,11 @@ class Sandbox:
                 for p in shop.products:
                     yield shop, p
 
-    def _reprice(self, fraction: float, hosts: list[str]) -> list[str]:
+    def _reprice(
+        self,
+        fraction: float,  # share of the products to reprice, 0..1
+        hosts: list[str],
+    ) -> list[str]:
         """Change the price of ~``fraction`` of the products, the same way for the same seed."""
         self._reprices += 1
         rng = random.Random(f"pricewatch-sandbox:{self.seed}:reprice:{self._reprices}")
