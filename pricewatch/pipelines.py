@@ -258,7 +258,10 @@ class StorePipeline:
         while True:
             await asyncio.sleep(self.flush_interval)
             if self._buffer and not self._write_lock.locked():
-                await self._flush()
+                try:
+                    await self._flush()
+                except Exception:  # keep flushing on time whatever one flush hit
+                    logger.exception("Periodic store flush failed")
 
     async def _drain(self) -> None:
         while self._buffer:
