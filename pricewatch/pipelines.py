@@ -207,7 +207,9 @@ class StorePipeline:
         self._write_lock = asyncio.Lock()
         self._room = asyncio.Event()
         self._room.set()
-        self._ticker: asyncio.Task[None] | None = None
+        self._full = asyncio.Event()  # a whole batch is waiting: write it now
+        self._writer: asyncio.Task[None] | None = None
+        self._closing = False
         self._gave_up = False
 
     @classmethod
@@ -217,7 +219,7 @@ class StorePipeline:
     async def open_spider(self) -> None:
         await self.store.open()  # raises StoreUnavailable naming the masked URL
         await self.resources.frontier()
-        self._ticker = asyncio.get_running_loop().create_task(self._tick())
+        self._writer = asyncio.get_running_loop().create_task(self._write_loop())
 
     async def process_item(self, item: object) -> object:
         if not isinstance(item, ObservationItem):
@@ -230,15 +232,16 @@ class StorePipeline:
             self._stats.inc_value("pricewatch/store/unwritten")
             raise DropItem(f"store unavailable, not acknowledged: {item.observation.url}")
         self._buffer.append(item)
-        if len(self._buffer) >= self.batch_size and not self._write_lock.locked():
-            await self._flush(full_only=True)
+        if len(self._buffer) >= self.batch_size:
+            self._full.set()
         return item
 
     async def close_spider(self) -> None:
-        if self._ticker is not None:
-            self._ticker.cancel()
+        self._closing = True
+        self._full.set()
         try:
-            await asyncio.wait_for(self._drain(), self.close_timeout)
+            if self._writer is not None:
+                await asyncio.wait_for(self._writer, self.close_timeout)
         except TimeoutError:
             self._stats.inc_value("pricewatch/store/unwritten_at_close", len(self._buffer))
             logger.error(
@@ -254,24 +257,28 @@ class StorePipeline:
         assert self.crawler.stats is not None
         return self.crawler.stats
 
-    async def _tick(self) -> None:
+    async def _write_loop(self) -> None:
+        """The one writer: a batch as soon as one is full, a partial one every
+        ``flush_interval``. Items never wait for a write (only for buffer room), so a
+        store outage cannot hold up the crawl's shutdown."""
         while True:
-            await asyncio.sleep(self.flush_interval)
-            if self._buffer and not self._write_lock.locked():
+            if not self._closing:
                 try:
-                    await self._flush()
-                except Exception:  # keep flushing on time whatever one flush hit
-                    logger.exception("Periodic store flush failed")
+                    await asyncio.wait_for(self._full.wait(), self.flush_interval)
+                except TimeoutError:
+                    pass
+            self._full.clear()
+            try:
+                await self._flush()
+            except Exception:  # keep writing whatever one flush hit
+                logger.exception("Store flush failed")
+            if self._closing and (not self._buffer or self._gave_up):
+                return
 
-    async def _drain(self) -> None:
-        while self._buffer:
-            await self._flush()
-
-    async def _flush(self, full_only: bool = False) -> None:
-        """Write batches from the buffer (retrying while the store is down): one batch,
-        then more while full ones are waiting."""
+    async def _flush(self) -> None:
+        """Write the buffer in batches, retrying each while the store is down."""
         async with self._write_lock:
-            while len(self._buffer) >= (self.batch_size if full_only else 1):
+            while self._buffer:
                 batch = self._buffer[: self.batch_size]
                 try:
                     result = await self._write_with_retry([i.observation for i in batch])
@@ -289,7 +296,6 @@ class StorePipeline:
                     continue
                 self._take(len(batch))
                 await self._acknowledge(batch, result)
-                full_only = True
 
     async def _acknowledge(self, batch: list[ObservationItem], result: WriteResult) -> None:
         rejected = {id(r.observation): r.reason for r in result.rejected}

@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -67,6 +68,11 @@ class PrivateCluster:
         except subprocess.CalledProcessError:
             pass
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _product_fetches(shop: SandboxProcess) -> int:
+    hosts = shop.stats()["hosts"].values()
+    return sum(n for h in hosts for path, n in h["paths"].items() if path.startswith("/products/"))
 
 
 def _count(cluster: PrivateCluster, table: str) -> int:
@@ -135,7 +141,8 @@ def test_postgres_down_midway_loses_and_duplicates_nothing(
 def test_store_down_for_good_ends_the_crawl_and_the_next_run_catches_up(
     cluster: PrivateCluster, tmp_path: Path
 ) -> None:
-    shop = SandboxProcess(sandbox_args(port=0, seed=6, shops=2, products=20, latency="20-60"))
+    # Slow pages, one at a time per shop: the crawl outlasts the moment the store stops.
+    shop = SandboxProcess(sandbox_args(port=0, seed=6, shops=2, products=20, latency="100-200"))
     try:
         urls = shop.urls()
         env = scrapy_env(tmp_path, PRICEWATCH_STORE_URL=cluster.url)
@@ -152,7 +159,7 @@ def test_store_down_for_good_ends_the_crawl_and_the_next_run_catches_up(
                 "-s",
                 "PRICEWATCH_STORE_RETRY_MAX_DELAY=0.5",
             ),
-            *("-s", "PRICEWATCH_FRONTIER_LEASE_TTL=3"),
+            *("-s", "PRICEWATCH_FRONTIER_LEASE_TTL=3", "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=1"),
         ]
         # The store is down at start: a clear error, nothing fetched.
         down = scrapy(tmp_path, "crawl", "products", *settings, env=env)
@@ -175,6 +182,53 @@ def test_store_down_for_good_ends_the_crawl_and_the_next_run_catches_up(
         # Back up: the next run (after the leases expired) stores every SKU once.
         cluster.start()
         time.sleep(3.2)
+        final = scrapy(tmp_path, "crawl", "products", *settings, env=env)
+        assert final.returncode == 0, final.stderr[-3000:]
+        rows = cluster.query("SELECT count(*), count(DISTINCT url) FROM price_changes").split("|")
+        assert [int(r) for r in rows] == [len(urls), len(urls)]
+    finally:
+        shop.stop()
+
+
+@pytest.mark.timeout(180)
+def test_shutdown_while_the_store_is_down_leaves_the_rest_unacknowledged_not_lost(
+    cluster: PrivateCluster, tmp_path: Path
+) -> None:
+    shop = SandboxProcess(sandbox_args(port=0, seed=8, shops=2, products=20, latency="100-200"))
+    try:
+        urls = shop.urls()
+        env = scrapy_env(tmp_path, PRICEWATCH_STORE_URL=cluster.url)
+        (tmp_path / "seeds.txt").write_text("\n".join(urls) + "\n")
+        assert scrapy(tmp_path, "seed", "seeds.txt", env=env).returncode == 0
+        settings = [
+            *("-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False"),
+            *("-s", "CONCURRENT_REQUESTS_PER_DOMAIN=1", "-s", "PRICEWATCH_BATCH_SIZE=5"),
+            *(
+                "-s",
+                "PRICEWATCH_STORE_CLOSE_TIMEOUT=1",
+                "-s",
+                "PRICEWATCH_STORE_RETRY_MAX_DELAY=0.5",
+            ),
+            *("-s", "PRICEWATCH_FRONTIER_LEASE_TTL=3"),
+        ]
+        crawl = start_scrapy(tmp_path, "crawl", "products", *settings, env=env)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _count(cluster, "products"):
+            time.sleep(0.05)
+        cluster.stop()
+        # Every page fetched, the rest of the observations buffered: the operator stops
+        # the crawl (scrapyd cancel, Ctrl-C) while the store is still down.
+        while time.monotonic() < deadline and _product_fetches(shop) < len(urls):
+            time.sleep(0.05)
+        crawl.send_signal(signal.SIGINT)
+        _, err = crawl.communicate(timeout=120)
+        assert crawl.returncode == 0, err[-3000:]
+        stats: dict[str, Any] = json.loads((tmp_path / "stats.json").read_text())
+        assert stats["finish_reason"] == "shutdown"
+        assert stats["pricewatch/store/unwritten_at_close"] >= 1
+        assert "Store still unreachable at close" in err
+        cluster.start()
+        time.sleep(3.2)  # the unacknowledged leases expire
         final = scrapy(tmp_path, "crawl", "products", *settings, env=env)
         assert final.returncode == 0, final.stderr[-3000:]
         rows = cluster.query("SELECT count(*), count(DISTINCT url) FROM price_changes").split("|")
