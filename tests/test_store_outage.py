@@ -75,6 +75,23 @@ def _product_fetches(shop: SandboxProcess) -> int:
     return sum(n for h in hosts for path, n in h["paths"].items() if path.startswith("/products/"))
 
 
+def _seed(tmp_path: Path, urls: list[str], env: dict[str, str]) -> None:
+    (tmp_path / "seeds.txt").write_text("\n".join(urls) + "\n")
+    assert scrapy(tmp_path, "seed", "seeds.txt", env=env).returncode == 0
+
+
+def _wait_for_rows(cluster: PrivateCluster, rows: int) -> None:
+    """Wait (at most a minute) until ``products`` holds ``rows``."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and _count(cluster, "products") < rows:
+        time.sleep(0.05)
+
+
+def _assert_each_stored_once(cluster: PrivateCluster, urls: list[str]) -> None:
+    rows = cluster.query("SELECT count(*), count(DISTINCT url) FROM price_changes").split("|")
+    assert [int(r) for r in rows] == [len(urls), len(urls)]
+
+
 def _count(cluster: PrivateCluster, table: str) -> int:
     try:
         return int(cluster.query(f"SELECT count(*) FROM {table}") or 0)
@@ -101,8 +118,7 @@ def test_postgres_down_midway_loses_and_duplicates_nothing(
     try:
         urls = shop.urls()
         env = scrapy_env(tmp_path, PRICEWATCH_STORE_URL=cluster.url)
-        (tmp_path / "seeds.txt").write_text("\n".join(urls) + "\n")
-        assert scrapy(tmp_path, "seed", "seeds.txt", env=env).returncode == 0
+        _seed(tmp_path, urls, env)
         crawl = start_scrapy(
             tmp_path, "crawl", "products",
             "-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False",
@@ -114,9 +130,7 @@ def test_postgres_down_midway_loses_and_duplicates_nothing(
         def products() -> int:
             return _count(cluster, "products")
 
-        deadline = time.monotonic() + 60
-        while products() < 5 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        _wait_for_rows(cluster, 5)
         cluster.stop()
         time.sleep(3)  # the crawl keeps fetching and buffers while the store is down
         cluster.start()
@@ -125,8 +139,7 @@ def test_postgres_down_midway_loses_and_duplicates_nothing(
         stats: dict[str, Any] = json.loads((tmp_path / "stats.json").read_text())
         assert stats["pricewatch/store/write_retries"] >= 1
         assert "Store write failed" in err
-        rows = cluster.query("SELECT count(*), count(DISTINCT url) FROM price_changes").split("|")
-        assert [int(r) for r in rows] == [len(urls), len(urls)]
+        _assert_each_stored_once(cluster, urls)
         assert products() == len(urls)
         truth = shop.truth()
         for line in cluster.query("SELECT url, price::text, currency FROM products").splitlines():
@@ -146,8 +159,7 @@ def test_store_down_for_good_ends_the_crawl_and_the_next_run_catches_up(
     try:
         urls = shop.urls()
         env = scrapy_env(tmp_path, PRICEWATCH_STORE_URL=cluster.url)
-        (tmp_path / "seeds.txt").write_text("\n".join(urls) + "\n")
-        assert scrapy(tmp_path, "seed", "seeds.txt", env=env).returncode == 0
+        _seed(tmp_path, urls, env)
         assert scrapy(tmp_path, "db", "upgrade", env=env).returncode == 0
         cluster.stop()
         settings = [
@@ -168,9 +180,7 @@ def test_store_down_for_good_ends_the_crawl_and_the_next_run_catches_up(
         # Down mid-crawl and never back: the crawl ends instead of hanging.
         cluster.start()
         crawl = start_scrapy(tmp_path, "crawl", "products", *settings, env=env)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not _count(cluster, "products"):
-            time.sleep(0.05)
+        _wait_for_rows(cluster, 1)
         cluster.stop()
         _, err = crawl.communicate(timeout=120)
         assert crawl.returncode == 0, err[-3000:]
@@ -184,8 +194,7 @@ def test_store_down_for_good_ends_the_crawl_and_the_next_run_catches_up(
         time.sleep(3.2)
         final = scrapy(tmp_path, "crawl", "products", *settings, env=env)
         assert final.returncode == 0, final.stderr[-3000:]
-        rows = cluster.query("SELECT count(*), count(DISTINCT url) FROM price_changes").split("|")
-        assert [int(r) for r in rows] == [len(urls), len(urls)]
+        _assert_each_stored_once(cluster, urls)
     finally:
         shop.stop()
 
@@ -198,8 +207,7 @@ def test_shutdown_while_the_store_is_down_leaves_the_rest_unacknowledged_not_los
     try:
         urls = shop.urls()
         env = scrapy_env(tmp_path, PRICEWATCH_STORE_URL=cluster.url)
-        (tmp_path / "seeds.txt").write_text("\n".join(urls) + "\n")
-        assert scrapy(tmp_path, "seed", "seeds.txt", env=env).returncode == 0
+        _seed(tmp_path, urls, env)
         settings = [
             *("-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False"),
             *("-s", "CONCURRENT_REQUESTS_PER_DOMAIN=1", "-s", "PRICEWATCH_BATCH_SIZE=5"),
@@ -212,12 +220,11 @@ def test_shutdown_while_the_store_is_down_leaves_the_rest_unacknowledged_not_los
             *("-s", "PRICEWATCH_FRONTIER_LEASE_TTL=3"),
         ]
         crawl = start_scrapy(tmp_path, "crawl", "products", *settings, env=env)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not _count(cluster, "products"):
-            time.sleep(0.05)
+        _wait_for_rows(cluster, 1)
         cluster.stop()
         # Every page fetched, the rest of the observations buffered: the operator stops
         # the crawl (scrapyd cancel, Ctrl-C) while the store is still down.
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline and _product_fetches(shop) < len(urls):
             time.sleep(0.05)
         crawl.send_signal(signal.SIGINT)
@@ -231,7 +238,6 @@ def test_shutdown_while_the_store_is_down_leaves_the_rest_unacknowledged_not_los
         time.sleep(3.2)  # the unacknowledged leases expire
         final = scrapy(tmp_path, "crawl", "products", *settings, env=env)
         assert final.returncode == 0, final.stderr[-3000:]
-        rows = cluster.query("SELECT count(*), count(DISTINCT url) FROM price_changes").split("|")
-        assert [int(r) for r in rows] == [len(urls), len(urls)]
+        _assert_each_stored_once(cluster, urls)
     finally:
         shop.stop()
