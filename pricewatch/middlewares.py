@@ -5,14 +5,14 @@ Politeness and resilience (:mod:`pricewatch.politeness`):
   frontier, and challenge-page detection.
 - ``BackoffRetryMiddleware`` (550, in place of Scrapy's ``RetryMiddleware``): retries of
   429/5xx with exponential backoff, full jitter and Retry-After.
-- ``OfficialSourceMiddleware`` (560, :mod:`pricewatch.fallback`): the official API of a
+- ``OfficialSourceMiddleware`` (560, :mod:`pricewatch.politeness.fallback`): the official API of a
   domain whose circuit has been open too long.
 """
 
 from __future__ import annotations
 
-from pricewatch.fallback import OfficialSourceMiddleware
 from pricewatch.politeness.backoff import BackoffRetryMiddleware
 from pricewatch.politeness.breaker import CircuitBreakerMiddleware
+from pricewatch.politeness.fallback import OfficialSourceMiddleware
 
 __all__ = ["BackoffRetryMiddleware", "CircuitBreakerMiddleware", "OfficialSourceMiddleware"]

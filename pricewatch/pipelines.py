@@ -35,8 +35,8 @@ from scrapy.exceptions import DropItem
 
 from pricewatch.frontier import Completion
 from pricewatch.items import ObservationItem, OfferItem
+from pricewatch.leases import CrawlResources
 from pricewatch.outcomes import Outcome
-from pricewatch.runtime import CrawlResources
 from pricewatch.storage import (
     Observation,
     Store,

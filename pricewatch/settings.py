@@ -106,8 +106,8 @@ PRICEWATCH_BACKOFF_BASE = 1.0
 PRICEWATCH_BACKOFF_MAX = 30.0
 # Holds back retries until their backoff time (required by the backoff retry middleware).
 SCHEDULER = "pricewatch.politeness.scheduler.BackoffScheduler"
-# Tiered fallback (pricewatch/fallback.py): per domain, an official JSON source used for the
-# SKUs of a domain whose circuit has been open for PRICEWATCH_FALLBACK_AFTER seconds
+# Tiered fallback (pricewatch/politeness/fallback.py): per domain, an official JSON source
+# used for the SKUs of a domain whose circuit has been open for PRICEWATCH_FALLBACK_AFTER seconds
 # (observations stored with source "api"), e.g.
 #   {"shop.example": {"url": "https://api.shop.example/products/{sku}",
 #                     "price": "price.amount", "currency": "price.currency",
@@ -307,9 +307,10 @@ DOWNLOADER_MIDDLEWARES = {
     "pricewatch.middlewares.OfficialSourceMiddleware": 560,
     "pricewatch.middlewares.CircuitBreakerMiddleware": 570,
 }
-# Checks a sample of page offers against the domain's official source (pricewatch/fallback.py).
+# Checks a sample of page offers against the domain's official source
+# (pricewatch/politeness/fallback.py).
 SPIDER_MIDDLEWARES = {
-    "pricewatch.fallback.OfficialCrossCheckMiddleware": 600,
+    "pricewatch.politeness.fallback.OfficialCrossCheckMiddleware": 600,
 }
 # Refuse to crawl (non-zero exit) on a reactor other than asyncio; logs the reactor in use.
 # StatsFile writes the crawl stats as JSON to PRICEWATCH_STATS_FILE when the crawl ends.

@@ -19,8 +19,8 @@ from scrapy.utils.test import get_crawler
 
 from pricewatch.exceptions import Blocked, DomainDeferred
 from pricewatch.frontier import Entry, Lease
+from pricewatch.leases import CrawlResources
 from pricewatch.politeness.breaker import PROBE_META, CircuitBreakerMiddleware, State
-from pricewatch.runtime import CrawlResources
 
 from .fixtures.redis import MakeFrontier
 

@@ -341,7 +341,7 @@ def test_without_a_browser_learned_routes_stay_static(
 async def test_refresh_loads_routes_learned_by_other_workers(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from pricewatch.routing import SQLiteBrowserDomains
+    from pricewatch.browser.learned import SQLiteBrowserDomains
 
     other = SQLiteBrowserDomains(f"sqlite:///{tmp_path / 'pw.db'}")
     await other.add("spa.example")

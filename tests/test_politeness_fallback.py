@@ -16,7 +16,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.test import get_crawler
 
 from pricewatch.extract import Offer
-from pricewatch.fallback import (
+from pricewatch.politeness.fallback import (
     FallbackConfig,
     OfficialCrossCheckMiddleware,
     OfficialSource,

@@ -12,7 +12,7 @@ are closed whatever happens, and contexts are recycled so memory stays flat.
 - :mod:`pricewatch.browser.capture`: XHR/fetch JSON capture.
 - :mod:`pricewatch.browser.blocking`: ``PLAYWRIGHT_ABORT_REQUEST`` predicate.
 - :mod:`pricewatch.browser.discovery`: which browser to launch.
-- :mod:`pricewatch.routing`: the learned routes, persisted in the frontier backend.
+- :mod:`pricewatch.browser.learned`: the learned routes, persisted in the frontier backend.
 """
 
 from __future__ import annotations

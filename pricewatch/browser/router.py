@@ -51,8 +51,12 @@ from pricewatch.browser._signals import client_rendering_signs
 from pricewatch.browser.blocking import ResourceBlocker, skip_favicon
 from pricewatch.browser.capture import XhrCapture
 from pricewatch.browser.discovery import BrowserNotFound
+from pricewatch.browser.learned import (
+    BrowserDomains,
+    RoutingUnavailable,
+    browser_domains_from_settings,
+)
 from pricewatch.extract import Offer, Rules, extract_offer
-from pricewatch.routing import BrowserDomains, RoutingUnavailable, browser_domains_from_settings
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -25,7 +25,7 @@ key                         type    holds
 ``dead:<domain>``           ZSET    dead-lettered entry ids, by time
 ``malformed``               HASH    entry id -> the undecodable record, set aside
 ``browser_domains``         SET     domains learned to need a browser
-                                    (:mod:`pricewatch.routing`)
+                                    (:mod:`pricewatch.browser.learned`)
 ==========================  ======  ===============================================
 
 An entry id is in exactly one of ``sched:<domain>``, ``inflight``, ``retired:<domain>``,
@@ -66,7 +66,7 @@ class Keys:
         self.health = self.prefix + "health"
         self.domains = self.prefix + "domains"
         self.malformed = self.prefix + "malformed"
-        self.browser_domains = self.prefix + "browser_domains"  # SET, pricewatch/routing.py
+        self.browser_domains = self.prefix + "browser_domains"  # SET, pricewatch/browser/learned.py
         self.pattern = self.prefix + "*"
 
     def script_keys(self) -> list[str]:

@@ -38,6 +38,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from pricewatch._urls import mask_password
+from pricewatch.frontier._entries import domain_of, valid_entries
 from pricewatch.frontier.base import (
     Completion,
     DomainCounts,
@@ -51,7 +52,6 @@ from pricewatch.frontier.base import (
 )
 from pricewatch.frontier.keys import Keys, entry_id
 from pricewatch.frontier.scoring import SUCCESSES, History, transition
-from pricewatch.frontier.sqlite import domain_of, valid_entries
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript

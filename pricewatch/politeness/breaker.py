@@ -16,7 +16,7 @@ domain are never dropped: they raise :class:`~pricewatch.exceptions.DomainDeferr
 rescheduled for after it. A blocked response that arrives while the circuit is open ends
 as :class:`~pricewatch.exceptions.Blocked` with the same ``retry_after``, unless a
 downloader middleware's ``alternative_for(request, exception)`` returns a replacement
-request (the domain's official source: :mod:`pricewatch.fallback`). A challenge page
+request (the domain's official source: :mod:`pricewatch.politeness.fallback`). A challenge page
 always ends as ``Blocked``, whatever the circuit state.
 
 Settings (defaults):
@@ -60,8 +60,8 @@ from scrapy.utils.httpobj import urlparse_cached
 from pricewatch._http import parse_retry_after
 from pricewatch.exceptions import Blocked, DomainDeferred
 from pricewatch.frontier import FrontierUnavailable
+from pricewatch.leases import CrawlResources
 from pricewatch.politeness.challenge import ChallengeDetector
-from pricewatch.runtime import CrawlResources
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -36,8 +36,8 @@ from pricewatch.exceptions import Blocked, DomainDeferred
 from pricewatch.extract import Rules, extract_offer, load_rules
 from pricewatch.frontier import Completion, FrontierUnavailable, Lease
 from pricewatch.items import OfferItem
+from pricewatch.leases import CrawlResources
 from pricewatch.outcomes import Outcome
-from pricewatch.runtime import CrawlResources
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -8,7 +8,7 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
-from pricewatch.routing import (
+from pricewatch.browser.learned import (
     RedisBrowserDomains,
     RoutingUnavailable,
     SQLiteBrowserDomains,

@@ -59,9 +59,9 @@ from pricewatch.exceptions import DomainDeferred
 from pricewatch.extract import Offer, extract_offer_from_json
 from pricewatch.frontier import Completion, Lease
 from pricewatch.items import OfferItem
+from pricewatch.leases import CrawlResources
 from pricewatch.outcomes import Outcome
 from pricewatch.politeness.breaker import DONT_BREAK_META, CircuitBreakerMiddleware
-from pricewatch.runtime import CrawlResources
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
