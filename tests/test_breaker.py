@@ -20,7 +20,8 @@ from scrapy.utils.test import get_crawler
 from pricewatch.exceptions import Blocked, DomainDeferred
 from pricewatch.frontier import Entry, Lease
 from pricewatch.leases import CrawlResources
-from pricewatch.politeness.breaker import PROBE_META, CircuitBreakerMiddleware, State
+from pricewatch.meta import BREAKER_PROBE_META as PROBE_META
+from pricewatch.politeness.breaker import CircuitBreakerMiddleware, State
 
 from .fixtures.redis import MakeFrontier
 

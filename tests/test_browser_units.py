@@ -17,7 +17,8 @@ from pricewatch.browser import BrowserAddon, BrowserNotFound, BrowserRouter, Res
 from pricewatch.browser._signals import client_rendering_signs, product_like
 from pricewatch.browser.blocking import BLOCK_RESOURCES, BLOCK_URLS, skip_favicon
 from pricewatch.browser.discovery import chromium_args, launch_options
-from pricewatch.browser.router import BROWSER_META, CAPTURE_META
+from pricewatch.meta import BROWSER_CAPTURE_META as CAPTURE_META
+from pricewatch.meta import BROWSER_META
 from pricewatch.spiders.products import ProductSpider
 
 SYSTEM_CHROMIUM = "/usr/lib/chromium/chromium"

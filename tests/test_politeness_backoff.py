@@ -19,8 +19,9 @@ from scrapy.utils.test import get_crawler
 
 from pricewatch.exceptions import Blocked
 from pricewatch.frontier import Lease
+from pricewatch.meta import NOT_BEFORE_META
 from pricewatch.politeness.backoff import BackoffPolicy, BackoffRetryMiddleware
-from pricewatch.politeness.scheduler import NOT_BEFORE_META, BackoffScheduler
+from pricewatch.politeness.scheduler import BackoffScheduler
 
 SCHEDULER = "pricewatch.politeness.scheduler.BackoffScheduler"
 # Scrapy's default DownloaderAwarePriorityQueue needs a running engine.

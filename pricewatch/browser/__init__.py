@@ -21,10 +21,9 @@ from pricewatch.browser.addon import BrowserAddon
 from pricewatch.browser.blocking import ResourceBlocker
 from pricewatch.browser.capture import XhrCapture
 from pricewatch.browser.discovery import BrowserNotFound, launch_options
-from pricewatch.browser.router import BROWSER_META, BrowserRouter
+from pricewatch.browser.router import BrowserRouter
 
 __all__ = [
-    "BROWSER_META",
     "BrowserAddon",
     "BrowserNotFound",
     "BrowserRouter",

@@ -47,6 +47,7 @@ from scrapy import Request, signals
 from scrapy.http import HtmlResponse, Response
 from scrapy.utils.httpobj import urlparse_cached
 
+from pricewatch._urls import host_matches
 from pricewatch.browser._signals import client_rendering_signs
 from pricewatch.browser.blocking import ResourceBlocker, skip_favicon
 from pricewatch.browser.capture import XhrCapture
@@ -57,16 +58,12 @@ from pricewatch.browser.learned import (
     browser_domains_from_settings,
 )
 from pricewatch.extract import Offer, Rules, extract_offer
+from pricewatch.meta import BROWSER_CAPTURE_META, BROWSER_META, BROWSER_RELEASED_META
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
-
-# Request.meta keys of this component.
-BROWSER_META = "pricewatch_browser"  # "declared", "learned" or "retry": why it is a browser fetch
-CAPTURE_META = "pricewatch_browser_capture"
-RELEASED_META = "pricewatch_browser_released"
 
 PRICE_SELECTOR = (
     "[itemprop=price], #price, .price, .product-price, .price--current, [data-price], "
@@ -78,13 +75,6 @@ _PRICE_SHOWN_JS = """(selector) => Array.from(document.querySelectorAll(selector
 WAIT_UNTIL = ("commit", "domcontentloaded", "load", "networkidle")
 _ATTR = "_pricewatch_browser_router"
 CLOSE_TIMEOUT = 10.0
-
-
-def _host_matches(host: str, domains: frozenset[str] | set[str]) -> bool:
-    if host in domains:
-        return True
-    parts = host.split(".")
-    return any(".".join(parts[i:]) in domains for i in range(1, len(parts) - 1))
 
 
 class BrowserRouter:
@@ -228,7 +218,7 @@ class BrowserRouter:
 
     async def learn(self, host: str) -> None:
         """Remember ``host`` as JS-only, here and in the frontier backend."""
-        if host in self.learned or _host_matches(host, self.declared):
+        if host in self.learned or self._declared(host):
             return
         self.learned.add(host)
         self._stats.inc_value("pricewatch/browser/learned")
@@ -252,9 +242,12 @@ class BrowserRouter:
         assert stats is not None
         return stats
 
+    def _declared(self, host: str) -> bool:
+        return any(host_matches(host, domain) for domain in self.declared)
+
     def needs_browser(self, host: str) -> str | None:
         """Why ``host`` goes through the browser ("declared", "learned"), or None."""
-        if _host_matches(host, self.declared):
+        if self._declared(host):
             return "declared"
         if host in self.learned:
             return "learned"
@@ -293,7 +286,7 @@ class BrowserRouter:
             },
             "playwright_page_goto_kwargs": {"wait_until": self.wait_until},
             BROWSER_META: reason,
-            CAPTURE_META: capture,
+            BROWSER_CAPTURE_META: capture,
         }
         if capture.enabled:
             meta["playwright_page_event_handlers"] = {"response": capture.on_response}
@@ -331,7 +324,7 @@ class BrowserRouter:
         meta = response.meta
         host = (urlparse_cached(response).hostname or "").lower()
         self._stats.inc_value("pricewatch/browser/pages")
-        capture: XhrCapture | None = meta.get(CAPTURE_META)
+        capture: XhrCapture | None = meta.get(BROWSER_CAPTURE_META)
         page = meta.get("playwright_page")
         offer = await self._offer(response, page, capture, host, rules)
         if offer is not None and offer.price is not None:
@@ -406,9 +399,9 @@ class BrowserRouter:
         """Close the page of a browser request (once), whatever its outcome (``failed``:
         it ended in the errback), and close its context when it was retired and this was
         its last page."""
-        if not meta.get(BROWSER_META) or meta.get(RELEASED_META):
+        if not meta.get(BROWSER_META) or meta.get(BROWSER_RELEASED_META):
             return
-        meta[RELEASED_META] = True
+        meta[BROWSER_RELEASED_META] = True
         if failed:
             self._stats.inc_value("pricewatch/browser/failed")
         name = meta.get("playwright_context", "")

@@ -32,6 +32,7 @@ from typing import Any
 import lxml.etree
 from lxml.cssselect import CSSSelector, SelectorSyntaxError
 
+from pricewatch._urls import matching_domain
 from pricewatch.extract._candidate import Candidate, clean_text, normalise_availability, valid_gtin
 from pricewatch.extract._money import ISO_CODES, parse_amount, parse_machine
 from pricewatch.extract._stock import stock_from_text
@@ -80,13 +81,8 @@ class Rules:
     by_host: Mapping[str, DomainRule] = field(default_factory=dict)
 
     def for_host(self, host: str) -> DomainRule | None:
-        host = host.lower().rstrip(".")
-        parts = host.split(".")
-        for i in range(len(parts)):
-            rule = self.by_host.get(".".join(parts[i:]))
-            if rule is not None:
-                return rule
-        return None
+        domain = matching_domain(host, self.by_host)
+        return None if domain is None else self.by_host[domain]
 
     def __len__(self) -> int:
         return len(self.by_host)

@@ -6,11 +6,10 @@ from __future__ import annotations
 from pricewatch.politeness.backoff import BackoffPolicy, BackoffRetryMiddleware
 from pricewatch.politeness.breaker import BreakerConfig, CircuitBreakerMiddleware, State
 from pricewatch.politeness.challenge import DEFAULT_MARKERS, ChallengeDetector
-from pricewatch.politeness.scheduler import NOT_BEFORE_META, BackoffScheduler
+from pricewatch.politeness.scheduler import BackoffScheduler
 
 __all__ = [
     "DEFAULT_MARKERS",
-    "NOT_BEFORE_META",
     "BackoffPolicy",
     "BackoffRetryMiddleware",
     "BackoffScheduler",

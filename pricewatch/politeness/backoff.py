@@ -41,7 +41,8 @@ from scrapy.utils.response import response_status_message
 
 from pricewatch._http import parse_retry_after
 from pricewatch.exceptions import Blocked
-from pricewatch.politeness.scheduler import NOT_BEFORE_META, BackoffScheduler
+from pricewatch.meta import LEASE_META, NOT_BEFORE_META
+from pricewatch.politeness.scheduler import BackoffScheduler
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -49,8 +50,6 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
-
-LEASE_META = "pricewatch_lease"
 
 
 @dataclass(frozen=True, slots=True)

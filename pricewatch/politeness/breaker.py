@@ -61,6 +61,12 @@ from pricewatch._http import parse_retry_after
 from pricewatch.exceptions import Blocked, DomainDeferred
 from pricewatch.frontier import FrontierUnavailable
 from pricewatch.leases import CrawlResources
+from pricewatch.meta import (
+    BREAKER_COUNTED_META,
+    BREAKER_PROBE_META,
+    DONT_BREAK_CIRCUIT_META,
+    LEASE_META,
+)
 from pricewatch.politeness.challenge import ChallengeDetector
 
 if TYPE_CHECKING:
@@ -69,11 +75,6 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
-
-LEASE_META = "pricewatch_lease"
-PROBE_META = "pricewatch_breaker_probe"
-COUNTED_META = "_pricewatch_breaker_counted"  # the block was counted at download time
-DONT_BREAK_META = "dont_break_circuit"
 
 
 class State(StrEnum):
@@ -158,7 +159,7 @@ class Circuit:
     cooldown: float = 0.0  # the cooldown of the last opening
     opened_at: float | None = None  # when the circuit last went from closed to open
     probe_started: float | None = None
-    probe: int | None = None  # token of the probe in flight (Request.meta[PROBE_META])
+    probe: int | None = None  # token of the probe in flight (Request.meta[BREAKER_PROBE_META])
 
     def remaining(self, now: float) -> float:
         return max(self.open_until - now, 0.0)
@@ -167,7 +168,7 @@ class Circuit:
 def is_probe(request: Request, circuit: Circuit) -> bool:
     """Whether ``request`` is the probe ``circuit`` is waiting for (a retry copy of an
     older probe carries an older token)."""
-    return circuit.probe is not None and request.meta.get(PROBE_META) == circuit.probe
+    return circuit.probe is not None and request.meta.get(BREAKER_PROBE_META) == circuit.probe
 
 
 def request_domain(request: Request) -> str:
@@ -227,7 +228,7 @@ class CircuitBreakerMiddleware:
 
     def _admit(self, request: Request) -> None:
         """Let the request through, make it the probe, or raise ``DomainDeferred``."""
-        if not self.config.enabled or request.meta.get(DONT_BREAK_META):
+        if not self.config.enabled or request.meta.get(DONT_BREAK_CIRCUIT_META):
             return
         if urlparse_cached(request).path == "/robots.txt":
             return
@@ -253,7 +254,7 @@ class CircuitBreakerMiddleware:
             self._defer(request, domain, self.config.half_open_retry, "circuit half-open")
         circuit.probe_started = now
         circuit.probe = next(self._probes)
-        request.meta[PROBE_META] = circuit.probe
+        request.meta[BREAKER_PROBE_META] = circuit.probe
 
     def response_downloaded(self, response: Response, request: Request, **kwargs: object) -> None:
         """``response_downloaded`` signal: count a blocked status as soon as it arrives.
@@ -261,11 +262,11 @@ class CircuitBreakerMiddleware:
         Scrapy frees the download slot right after this signal, before the response
         reaches ``process_response``; counting here lets the transfer gate stop the next
         queued request of a domain whose circuit this response opens."""
-        if not self.config.enabled or request.meta.get(DONT_BREAK_META):
+        if not self.config.enabled or request.meta.get(DONT_BREAK_CIRCUIT_META):
             return
         if response.status not in self.config.status_codes:
             return
-        request.meta[COUNTED_META] = True
+        request.meta[BREAKER_COUNTED_META] = True
         domain = request_domain(request)
         hint = parse_retry_after(response.headers.get(b"Retry-After"))
         pause = self._record_block(request, domain, hint)
@@ -273,7 +274,7 @@ class CircuitBreakerMiddleware:
             self._pause_soon(domain, pause)
 
     async def process_response(self, request: Request, response: Response) -> Response | Request:
-        if request.meta.get(DONT_BREAK_META):
+        if request.meta.get(DONT_BREAK_CIRCUIT_META):
             return response
         domain = request_domain(request)
         marker = self.challenges.match(response) if response.status < 300 else None
@@ -286,7 +287,7 @@ class CircuitBreakerMiddleware:
             return response
         hint = parse_retry_after(response.headers.get(b"Retry-After"))
         if marker is not None or response.status in self.config.status_codes:
-            if not request.meta.pop(COUNTED_META, False):
+            if not request.meta.pop(BREAKER_COUNTED_META, False):
                 pause = self._record_block(request, domain, hint)
                 if pause is not None:
                     await self._pause(domain, pause)
@@ -318,7 +319,7 @@ class CircuitBreakerMiddleware:
     async def process_exception(self, request: Request, exception: Exception) -> None:
         if isinstance(exception, DomainDeferred | Blocked):
             return
-        if PROBE_META in request.meta and not request.meta.get(DONT_BREAK_META):
+        if BREAKER_PROBE_META in request.meta and not request.meta.get(DONT_BREAK_CIRCUIT_META):
             domain = request_domain(request)
             circuit = self.circuit(domain)
             if circuit.state is State.HALF_OPEN and is_probe(request, circuit):

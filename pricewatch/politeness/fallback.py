@@ -31,7 +31,8 @@ Settings (defaults):
   disagreement between the page and the official source.
 - ``PRICEWATCH_FALLBACK_CROSSCHECK`` (0.0): fraction of page offers checked (0 = none).
 
-Request.meta: ``pricewatch_official`` (set on requests to an official source).
+Request.meta: ``pricewatch_fallback_official`` (set on requests to an official source), see
+:mod:`pricewatch.meta`.
 
 Stats: ``pricewatch/fallback/requests``, ``pricewatch/fallback/ok``,
 ``pricewatch/fallback/failed``, ``pricewatch/fallback/crosschecks``,
@@ -60,8 +61,15 @@ from pricewatch.extract import Offer, extract_offer_from_json
 from pricewatch.frontier import Completion, Lease
 from pricewatch.items import OfferItem
 from pricewatch.leases import CrawlResources
+from pricewatch.meta import (
+    DONT_BREAK_CIRCUIT_META,
+    FALLBACK_DEFERRED_META,
+    FALLBACK_OFFICIAL_META,
+    FALLBACK_PAGE_META,
+    LEASE_META,
+)
 from pricewatch.outcomes import Outcome
-from pricewatch.politeness.breaker import DONT_BREAK_META, CircuitBreakerMiddleware
+from pricewatch.politeness.breaker import CircuitBreakerMiddleware
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -71,9 +79,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-LEASE_META = "pricewatch_lease"
-OFFICIAL_META = "pricewatch_official"
-DEFERRED_META = "pricewatch_deferred"  # retry_after of the deferral the source replaced
 _PLACEHOLDERS = {"sku", "url", "domain"}
 _PATH_KEYS = ("price", "currency", "availability", "regular_price")
 
@@ -246,7 +251,11 @@ class _Official:
         api_url = source.api_url(url, sku)
         if api_url is None:
             return None
-        meta = {DONT_BREAK_META: True, OFFICIAL_META: True, "handle_httpstatus_all": True}
+        meta = {
+            DONT_BREAK_CIRCUIT_META: True,
+            FALLBACK_OFFICIAL_META: True,
+            "handle_httpstatus_all": True,
+        }
         meta.update(kwargs.pop("meta", {}))
         return Request(api_url, headers=dict(source.headers), meta=meta, dont_filter=True, **kwargs)
 
@@ -282,7 +291,7 @@ class OfficialSourceMiddleware(_Official):
         a source and its circuit has been open long enough; else None. Called for
         deferrals (``process_exception``) and by the breaker for blocked responses of an
         open domain (such as a failed probe)."""
-        if request.meta.get(OFFICIAL_META):
+        if request.meta.get(FALLBACK_OFFICIAL_META):
             return None
         lease: Lease | None = request.meta.get(LEASE_META)
         if lease is None:
@@ -303,7 +312,7 @@ class OfficialSourceMiddleware(_Official):
             priority=request.priority,
             meta={
                 LEASE_META: lease,
-                DEFERRED_META: getattr(exception, "retry_after", None),
+                FALLBACK_DEFERRED_META: getattr(exception, "retry_after", None),
             },
         )
         if official is None:
@@ -336,7 +345,7 @@ class OfficialSourceMiddleware(_Official):
         # The page was never fetched: the SKU is skipped, as the deferral would have done.
         self.stats.inc_value("pricewatch/fallback/failed")
         logger.info("Official source failed for %s: %s", lease.url, why)
-        retry_after = meta.get(DEFERRED_META)
+        retry_after = meta.get(FALLBACK_DEFERRED_META)
         await CrawlResources.of(self.crawler).complete(
             [Completion(lease, Outcome.SKIPPED, retry_after=retry_after)]
         )
@@ -381,14 +390,14 @@ class OfficialCrossCheckMiddleware(_Official):
             return None
         sku = item.offer.sku or (item.lease.sku if item.lease else None)
         request = self.request(
-            source, item.url, sku, callback=self.compare, meta={"pricewatch_page": item}
+            source, item.url, sku, callback=self.compare, meta={FALLBACK_PAGE_META: item}
         )
         if request is not None:
             self.stats.inc_value("pricewatch/fallback/crosschecks")
         return request
 
     async def compare(self, response: Response) -> None:
-        page: OfferItem = response.meta["pricewatch_page"]
+        page: OfferItem = response.meta[FALLBACK_PAGE_META]
         source = self.config.sources[page.domain]
         official = source.parse(response.body, page.url) if response.status == 200 else None
         if official is None:

@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any
 from scrapy.core.scheduler import Scheduler
 from scrapy.utils.asyncio import CallLaterResult, call_later
 
+from pricewatch.meta import NOT_BEFORE_META
+
 if TYPE_CHECKING:
     from scrapy.http import Request
 
 logger = logging.getLogger(__name__)
-
-NOT_BEFORE_META = "pricewatch_not_before"
 
 
 class BackoffScheduler(Scheduler):

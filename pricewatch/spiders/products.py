@@ -37,6 +37,7 @@ from pricewatch.extract import Rules, extract_offer, load_rules
 from pricewatch.frontier import Completion, FrontierUnavailable, Lease
 from pricewatch.items import OfferItem
 from pricewatch.leases import CrawlResources
+from pricewatch.meta import LEASE_META
 from pricewatch.outcomes import Outcome
 
 if TYPE_CHECKING:
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-LEASE_META = "pricewatch_lease"
 # How long start() sleeps while it holds as many leases as it may.
 _CAPACITY_WAIT = 0.05
 # How long start() waits for outstanding leases before claiming again.

@@ -1,0 +1,73 @@
+"""Every ``Request.meta`` key of pricewatch, in one place.
+
+One naming scheme: the project's own keys are lowercase ``pricewatch_<component>_<what>``;
+a per-request override that beats a setting is Scrapy-style ``dont_<verb>`` (as Scrapy's
+``dont_retry``, ``dont_redirect``). Components import the constant
+(``from pricewatch.meta import LEASE_META``), never spell the string.
+The README's "Request.meta keys" table lists the same keys.
+
+Keys an operator or a spider may set:
+
+- ``dont_break_circuit`` (:data:`DONT_BREAK_CIRCUIT_META`): True: the circuit breaker neither
+  gates nor counts the request.
+
+Keys the project sets and reads itself:
+
+- ``pricewatch_lease`` (:data:`LEASE_META`): the frontier lease of the request (spider); every
+  component that ends a fetch completes it exactly once.
+- ``pricewatch_not_before`` (:data:`NOT_BEFORE_META`): ``time.monotonic()`` seconds before
+  which the scheduler does not send a held retry (backoff retry).
+- ``pricewatch_breaker_probe`` (:data:`BREAKER_PROBE_META`): token of the half-open probe the
+  request carries (breaker).
+- ``pricewatch_breaker_counted`` (:data:`BREAKER_COUNTED_META`): the block of this request was
+  already counted at download time (breaker).
+- ``pricewatch_fallback_official`` (:data:`FALLBACK_OFFICIAL_META`): the request goes to a
+  domain's official source (fallback).
+- ``pricewatch_fallback_deferred`` (:data:`FALLBACK_DEFERRED_META`): ``retry_after`` of the
+  deferral an official-source request replaced (fallback).
+- ``pricewatch_fallback_page`` (:data:`FALLBACK_PAGE_META`): the page's item a cross-check
+  request compares against (fallback).
+- ``pricewatch_browser`` (:data:`BROWSER_META`): why the request goes through the browser:
+  ``"declared"``, ``"learned"`` or ``"retry"`` (browser routing).
+- ``pricewatch_browser_capture`` (:data:`BROWSER_CAPTURE_META`): the XHR capture of a browser
+  fetch (browser routing).
+- ``pricewatch_browser_released`` (:data:`BROWSER_RELEASED_META`): the browser page of the
+  request was already closed (browser routing).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BREAKER_COUNTED_META",
+    "BREAKER_PROBE_META",
+    "BROWSER_META",
+    "BROWSER_CAPTURE_META",
+    "BROWSER_RELEASED_META",
+    "DONT_BREAK_CIRCUIT_META",
+    "FALLBACK_DEFERRED_META",
+    "FALLBACK_OFFICIAL_META",
+    "FALLBACK_PAGE_META",
+    "LEASE_META",
+    "NOT_BEFORE_META",
+]
+
+# Overrides (meta beats the setting).
+DONT_BREAK_CIRCUIT_META = "dont_break_circuit"
+
+# Frontier and scheduling.
+LEASE_META = "pricewatch_lease"
+NOT_BEFORE_META = "pricewatch_not_before"
+
+# Circuit breaker.
+BREAKER_PROBE_META = "pricewatch_breaker_probe"
+BREAKER_COUNTED_META = "pricewatch_breaker_counted"
+
+# Tiered fallback.
+FALLBACK_OFFICIAL_META = "pricewatch_fallback_official"
+FALLBACK_DEFERRED_META = "pricewatch_fallback_deferred"
+FALLBACK_PAGE_META = "pricewatch_fallback_page"
+
+# Browser routing.
+BROWSER_META = "pricewatch_browser"
+BROWSER_CAPTURE_META = "pricewatch_browser_capture"
+BROWSER_RELEASED_META = "pricewatch_browser_released"
