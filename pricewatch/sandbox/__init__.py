@@ -8,6 +8,13 @@ six markups (JSON-LD, JSON-LD ``@graph``, ``AggregateOffer``, microdata, OpenGra
 price only beside a struck-through list price). JS-only shops fill their prices from
 ``/api/offer/{sku}`` after load and list products through ``/api/list?cursor=``.
 
+Trust cases (``pricewatch.sandbox._trust``, opt-in): ``recommendations="mixed"``
+(``--recommendations mixed``) gives every product page a "Customers also bought" block with
+other products' prices in microdata, JSON-LD, carousels (JS-only pages too); ``cases=True``
+(``--cases``) appends price-on-request, net/gross, sale, sold-out size, sold-out and
+one-fetch ×10 glitch products to every shop; ``currencies=["KWD", ...]`` (``--currencies``)
+sets the shops' currencies, three-decimal ``KWD``/``OMR`` among them.
+
 Paths of every shop: ``/``, ``/robots.txt`` (``Disallow: /private/``), ``/sitemap.xml``,
 ``/products?page=N``, ``/products/{slug}``, ``/private/products/{slug}``,
 ``/api/products/{sku}`` (official API, never affected by modes), ``/api/offer/{sku}``,

@@ -26,6 +26,8 @@ APP_JS = """\
     document.getElementById("price").textContent = offer.display.price;
     var was = document.getElementById("was");
     was.textContent = offer.display.regular_price || "";
+    var other = document.getElementById("other-price");
+    if (other) { other.textContent = offer.display.other_price || ""; }
     document.getElementById("availability").textContent =
       offer.availability === "InStock" ? "In stock" : "Out of stock";
     var spinner = document.getElementById("loading");

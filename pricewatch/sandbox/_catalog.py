@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from pricewatch.sandbox._locale import LOCALES, Locale
+from pricewatch.sandbox._locale import BY_CURRENCY, LOCALES, Locale
 
 # How a product page carries its offer. Every HTML shop with 6+ products has each of them.
 MARKUPS: tuple[str, ...] = (
@@ -177,6 +177,7 @@ class Product:
     text_key: str  # seeds the page text, generated on first render (keeps start-up fast)
     model: str
     related: list[int] = field(default_factory=list)  # indexes of recommended products
+    case: str = ""  # a trust case of ``_trust.CASES`` ("" = an ordinary product page)
 
     def details(self) -> Details:
         """Description, specifications and reviews: filler that makes pages weigh like a shop's.
@@ -226,6 +227,8 @@ def random_price(rng: random.Random, locale: Locale) -> Decimal:
     whole *= locale.scale
     if locale.decimals == 0:
         return Decimal(whole - whole % 10 + rng.choice((0, 9, 0, 9, 5)))
+    if locale.decimals == 3:  # fils and baisa: shops print all three digits (423.923 KD)
+        return locale.quantize(Decimal(whole) + Decimal(rng.randint(1, 999)) / 1000)
     cents = rng.choice((99, 99, 90, 0, 50, rng.randint(1, 98)))
     return locale.quantize(Decimal(whole) + Decimal(cents) / 100)
 
@@ -280,19 +283,40 @@ def host_for(host_base: str, index: int) -> str:
     return str(ipaddress.IPv4Address(host_base) + index)
 
 
-def build_shops(seed: int, shops: int, products: int, js_shops: int, host_base: str) -> list[Shop]:
-    """The HTML shops first, then the JS-only shops, on consecutive loopback IPs."""
+def build_shops(
+    seed: int,
+    shops: int,
+    products: int,
+    js_shops: int,
+    host_base: str,
+    currencies: tuple[str, ...] = (),
+) -> list[Shop]:
+    """The HTML shops first, then the JS-only shops, on consecutive loopback IPs.
+
+    Shop ``i`` sells in ``currencies[i]`` when given (ISO codes of ``_locale.BY_CURRENCY``),
+    else in the ``LOCALES`` rotation."""
     result = []
     for index in range(shops + js_shops):
+        locale = (
+            BY_CURRENCY[currencies[index]]
+            if index < len(currencies)
+            else LOCALES[index % len(LOCALES)]
+        )
         result.append(
-            _build_shop(seed, index, products, js=index >= shops, host=host_for(host_base, index))
+            _build_shop(
+                seed,
+                index,
+                products,
+                js=index >= shops,
+                host=host_for(host_base, index),
+                locale=locale,
+            )
         )
     return result
 
 
-def _build_shop(seed: int, index: int, count: int, *, js: bool, host: str) -> Shop:
+def _build_shop(seed: int, index: int, count: int, *, js: bool, host: str, locale: Locale) -> Shop:
     rng = random.Random(f"pricewatch-sandbox:{seed}:shop:{index}")
-    locale = LOCALES[index % len(LOCALES)]
     name = f"{rng.choice(_SHOP_FIRST)} {rng.choice(_SHOP_SECOND)}"
     code = f"{''.join(w[0] for w in name.split() if w[0].isalpha()).upper()}{index + 1}"
     offset = rng.randrange(len(MARKUPS))

@@ -52,3 +52,10 @@ LOCALES: tuple[Locale, ...] = (
     Locale("BRL", "pt-BR", 2, ".", ",", "R$ {n}", 5),
     Locale("GBP", "en-GB", 2, ",", ".", "£{n}", 1),
 )
+# Never in the rotation (that would change existing shops): chosen with ``currencies``.
+# Three-decimal currencies as their shops print them (``423.923 KD``, ``123,456.789 OMR``).
+EXTRA_LOCALES: tuple[Locale, ...] = (
+    Locale("KWD", "en-KW", 3, ",", ".", "{n} KD", 1),
+    Locale("OMR", "en-OM", 3, ",", ".", "{n} OMR", 1),
+)
+BY_CURRENCY: dict[str, Locale] = {loc.currency: loc for loc in LOCALES + EXTRA_LOCALES}

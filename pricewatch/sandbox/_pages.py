@@ -12,7 +12,7 @@ import random
 from html import escape
 from typing import Any
 
-from pricewatch.sandbox import _assets
+from pricewatch.sandbox import _assets, _trust
 from pricewatch.sandbox._catalog import (
     IN_STOCK,
     JS_MARKUP,
@@ -288,10 +288,12 @@ def _reviews(details: Details) -> str:
     return f'<section class="reviews">{heading}<ul>{items}</ul></section>'
 
 
-def product_page(shop: Shop, product: Product) -> str:
-    """An HTML product page carrying the offer in ``product.markup``."""
+def product_page(shop: Shop, product: Product, recommendations: str = "plain") -> str:
+    """An HTML product page carrying the offer in ``product.markup`` (or the trust case's
+    own markup, see ``_trust``); ``recommendations`` is the style of its "Customers also
+    bought" block (``_trust.RECOMMENDATIONS``)."""
     if product.markup == JS_MARKUP:
-        return js_product_page(shop, product)
+        return js_product_page(shop, product, recommendations=recommendations)
     microdata = product.markup == "microdata"
     scope = ""
     offer_open = offer_close = ""
@@ -306,7 +308,6 @@ def product_page(shop: Shop, product: Product) -> str:
         )
     name_attr = ' itemprop="name"' if microdata else ""
     sku_attr = ' itemprop="sku"' if microdata else ""
-    related = [shop.products[i] for i in product.related]
     gallery = "".join(
         f'<img src="/static/img/{product.sku.lower()}-{i}.png" '
         f'alt="{escape(product.name)} view {i + 1}" width="600" height="600">'
@@ -316,6 +317,19 @@ def product_page(shop: Shop, product: Product) -> str:
     specs = "".join(f"<tr><th>{k}</th><td>{escape(v)}</td></tr>" for k, v in details.specs)
     description = "".join(f"<p>{escape(p)}</p>" for p in details.description)
     cart_disabled = "" if product.availability == IN_STOCK else " disabled"
+    if product.case:
+        buy = _trust.case_buybox(shop, product)
+        head = _trust.case_head(shop, product, _product_ld)
+    else:
+        buy = (
+            f"{offer_open}{_price_box(shop, product, microdata=microdata)}{stock_html}"
+            f"{offer_close}"
+            '<p class="vat">incl. VAT, plus shipping</p>'
+            f'<form class="add-to-cart" action="/cart/add" method="post"><input type="hidden" '
+            f'name="sku" value="{product.sku}"><input name="qty" type="number" value="1">'
+            f'<button type="submit"{cart_disabled}>Add to cart</button></form>'
+        )
+        head = _markup_head(shop, product)
     body = (
         f"{_header(shop)}"
         f'<nav class="breadcrumb"><a href="/">Home</a> › <a href="/c/{product.category.lower()}">'
@@ -324,22 +338,17 @@ def product_page(shop: Shop, product: Product) -> str:
         f'<div class="gallery">{gallery}</div>'
         f'<div class="buybox"><h1 class="product__title"{name_attr}>{escape(product.name)}</h1>'
         f'<p class="product__sku">Item no. <span{sku_attr}>{product.sku}</span></p>'
-        f"{offer_open}{_price_box(shop, product, microdata=microdata)}{stock_html}{offer_close}"
-        '<p class="vat">incl. VAT, plus shipping</p>'
-        f'<form class="add-to-cart" action="/cart/add" method="post"><input type="hidden" '
-        f'name="sku" value="{product.sku}"><input name="qty" type="number" value="1">'
-        f'<button type="submit"{cart_disabled}>Add to cart</button></form></div>'
+        f"{buy}</div>"
         f'<section class="description"><h2>Description</h2>{description}</section>'
         f'<section class="specs"><h2>Specifications</h2><table>{specs}</table></section>'
         f"{_reviews(details)}</main>"
-        '<section class="recommendations"><h2>Customers also bought</h2>'
-        f'<ul class="carousel">{"".join(_card(shop, r) for r in related)}</ul></section>'
+        f"{_trust.recommendations(shop, product, _card, recommendations)}"
         f"{_footer(shop)}"
         '<script src="/static/js/shop.js" defer></script>'
     )
     return (
         f'<!DOCTYPE html><html lang="{shop.locale.lang}"><head>'
-        f"{_head_common(shop, product.name)}{_markup_head(shop, product)}</head>"
+        f"{_head_common(shop, product.name)}{head}</head>"
         f"<body>{body}</body></html>"
     )
 
@@ -418,7 +427,9 @@ def challenge_page(rng: random.Random) -> str:
     )
 
 
-def js_product_page(shop: Shop, product: Product, delay_ms: int = 300) -> str:
+def js_product_page(
+    shop: Shop, product: Product, delay_ms: int = 300, recommendations: str = "plain"
+) -> str:
     """JS-only product page: an app root with an empty price node, filled by /static/js/app.js."""
     images = "".join(
         f'<img src="/static/img/{product.sku.lower()}-{i}.png" alt="" width="600" height="600">'
@@ -431,21 +442,29 @@ def js_product_page(shop: Shop, product: Product, delay_ms: int = 300) -> str:
         '<link rel="preload" href="/static/fonts/shop.woff2" as="font" type="font/woff2" '
         "crossorigin>"
         '<script src="/vendor/tagmanager/gtm.js" async></script>'
+        f"{_js_case_head(shop, product)}"
         f"</head><body>{_header(shop)}"
         f'<div id="app" data-sku="{product.sku}" data-delay="{delay_ms}">'
         f'<div class="gallery">{images}</div>'
         f'<h1 class="product__title">{escape(product.name)}</h1>'
-        '<div class="price-box"><span class="price price--current" id="price"></span>'
-        '<del class="price price--was" id="was"></del></div>'
+        f"{_trust.js_price_box(product)}"
         '<p class="availability" id="availability"></p>'
+        f"{_trust.js_extras(product)}"
         '<div class="spinner" id="loading">Loading price…</div></div>'
         f'<section class="description">{description}</section>'
+        f"{_trust.js_recommendations(shop, product, recommendations)}"
         f"{_footer(shop)}"
         '<script src="/static/js/app.js" defer></script></body></html>'
     )
 
 
-def js_product_page_real(shop: Shop, product: Product, delay_ms: int = 300) -> str:
+def _js_case_head(shop: Shop, product: Product) -> str:
+    return _trust.case_head(shop, product, _product_ld) if product.case else ""
+
+
+def js_product_page_real(
+    shop: Shop, product: Product, delay_ms: int = 300, recommendations: str = "plain"
+) -> str:
     """The same app root as :func:`js_product_page`, in a page with the resource weight of a
     real one (see ``_assets``): four stylesheets, three web fonts, sixteen scripts (ten
     first-party bundles, a tag manager that injects three tracking tags, a consent manager,
@@ -501,16 +520,16 @@ def js_product_page_real(shop: Shop, product: Product, delay_ms: int = 300) -> s
         '<link rel="icon" href="/cdn/img/favicon.png">'
         '<script src="/vendor/consent/cmp.js" async></script>'
         '<script src="/vendor/tagmanager/gtm.js" async></script>'
-        f"{bundles}"
+        f"{bundles}{_js_case_head(shop, product)}"
         f"</head><body>"
         f'<img class="logo-img" src="/cdn/img/logo.png" alt="{escape(shop.name)}" width="240" '
         f'height="80">{_header(shop)}'
         f'<div id="app" data-sku="{product.sku}" data-delay="{delay_ms}">'
         f'<div class="gallery">{gallery}<div class="gallery__thumbs">{thumbs}</div></div>'
         f'<h1 class="product__title">{escape(product.name)}</h1>'
-        '<div class="price-box"><span class="price price--current" id="price"></span>'
-        '<del class="price price--was" id="was"></del></div>'
+        f"{_trust.js_price_box(product)}"
         '<p class="availability" id="availability"></p>'
+        f"{_trust.js_extras(product)}"
         '<div class="spinner" id="loading">Loading price…</div></div>'
         f'<div class="trust"><span class="icon">&#xe001; &#xe002;</span>{icons}</div>'
         f'<section class="description">{description}</section>'
@@ -518,6 +537,7 @@ def js_product_page_real(shop: Shop, product: Product, delay_ms: int = 300) -> s
         f'<div id="reviews-widget" data-sku="{product.sku}"></div>'
         '<section class="recommendations"><h2>Customers also bought</h2>'
         f'<ul class="carousel">{cards}</ul></section>'
+        f"{_trust.js_recommendations(shop, product, recommendations)}"
         f"{_footer(shop)}"
         '<script src="/vendor/reviews/widget.js" async></script>'
         '<script src="/static/js/app.js" defer></script></body></html>'

@@ -15,14 +15,14 @@ import ipaddress
 import logging
 import random
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from decimal import Decimal
 from typing import Any
 
 from aiohttp import web
 
-from pricewatch.sandbox import _assets, _pages
+from pricewatch.sandbox import _assets, _pages, _trust
 from pricewatch.sandbox._catalog import (
     IN_STOCK,
     OUT_OF_STOCK,
@@ -30,6 +30,7 @@ from pricewatch.sandbox._catalog import (
     Shop,
     build_shops,
 )
+from pricewatch.sandbox._locale import BY_CURRENCY
 from pricewatch.sandbox._modes import (
     MODE_PARAMS,
     ModeError,
@@ -99,6 +100,9 @@ class Sandbox:
         js_delay: float = 0.3,
         js_weight: str = "real",
         asset_latency: str | tuple[float, float] | None = "auto",
+        recommendations: str = "plain",
+        cases: bool = False,
+        currencies: Iterable[str] = (),
     ) -> None:
         if shops < 0 or js_shops < 0 or shops + js_shops < 1:
             raise ValueError(f"shops + js_shops must be >= 1, got {shops} + {js_shops}")
@@ -123,6 +127,18 @@ class Sandbox:
         if js_weight not in _assets.WEIGHTS:
             raise ValueError(f"js_weight must be one of {_assets.WEIGHTS}, got {js_weight!r}")
         self._js_weight = js_weight
+        if recommendations not in _trust.RECOMMENDATIONS:
+            raise ValueError(
+                f"recommendations must be one of {_trust.RECOMMENDATIONS}, got {recommendations!r}"
+            )
+        self._recommendations = recommendations  # style of the "also bought" blocks
+        self._cases = cases  # the trust cases of ``_trust`` appended to every shop
+        self._currencies = tuple(currencies)
+        for code in self._currencies:
+            if code not in BY_CURRENCY:
+                raise ValueError(f"currencies must be among {sorted(BY_CURRENCY)}, got {code!r}")
+        # Fetches of each glitch product (page on HTML shops, offer JSON on JS-only ones).
+        self._fetches: Counter[str] = Counter()
         if asset_latency == "auto":
             asset_latency = DEFAULT_ASSET_LATENCY if js_weight == "real" else None
         elif asset_latency == "none":
@@ -133,7 +149,7 @@ class Sandbox:
         self._asset_rng = random.Random(f"pricewatch-sandbox:{seed}:asset-latency")
         self._latency_rng = random.Random(f"pricewatch-sandbox:{seed}:latency")
         self._challenge_rng = random.Random(f"pricewatch-sandbox:{seed}:challenge")
-        self._shops = build_shops(seed, shops, products, js_shops, host_base)
+        self._shops = self._build()
         hosts = [s.host for s in self._shops]
         self._stats = Stats(hosts)
         self._modes = Modes(seed, hosts)
@@ -221,6 +237,8 @@ class Sandbox:
                     "gone": None if gone is None else gone_status(gone, self.seed, p.sku),
                     "api_url": shop.url(f"/api/products/{p.sku}"),
                 }
+                if p.case:
+                    out[shop.url(p.path)].update(_trust.truth_fields(loc, p, self._fetches[p.sku]))
         return out
 
     def stats(self) -> dict[str, Any]:
@@ -294,11 +312,19 @@ class Sandbox:
             out.append(match[0])
         return out
 
+    def _build(self) -> list[Shop]:
+        shops = build_shops(
+            self.seed, self._n_shops, self._n_products, self._n_js, self._host_base,
+            self._currencies,
+        )  # fmt: skip
+        if self._cases:
+            _trust.add_cases(shops, self.seed)
+        return shops
+
     def _reset(self) -> None:
         base_urls = [s.base_url for s in self._shops]
-        self._shops = build_shops(
-            self.seed, self._n_shops, self._n_products, self._n_js, self._host_base
-        )
+        self._shops = self._build()
+        self._fetches.clear()
         for shop, url in zip(self._shops, base_urls, strict=True):
             shop.base_url = url
         for shop in self._shops:
@@ -502,12 +528,25 @@ class Sandbox:
         product = shop.by_path.get(request.path)
         if product is None:
             raise web.HTTPNotFound()
+        recs = self._recommendations
         if shop.js:
             render = (
                 _pages.js_product_page_real if self._js_weight == "real" else _pages.js_product_page
             )
-            return self._html(shop, product.path, lambda: render(shop, product, self._js_delay_ms))
-        return self._html(shop, product.path, lambda: _pages.product_page(shop, product))
+            return self._html(
+                shop, product.path, lambda: render(shop, product, self._js_delay_ms, recs)
+            )
+        if self._glitching(product):
+            text = _pages.product_page(shop, _trust.glitched(product), recs)
+            return web.Response(text=text, content_type="text/html")
+        return self._html(shop, product.path, lambda: _pages.product_page(shop, product, recs))
+
+    def _glitching(self, product: Product) -> bool:
+        """Count a fetch of a glitch product; True when this one shows the glitch."""
+        if product.case != "glitch":
+            return False
+        self._fetches[product.sku] += 1
+        return self._fetches[product.sku] == _trust.GLITCH_FETCH
 
     def _offer_json(self, shop: Shop, product: Product) -> dict[str, Any]:
         loc = shop.locale
@@ -532,10 +571,15 @@ class Sandbox:
 
     async def _h_api_product(self, request: web.Request) -> web.Response:
         shop, product = self._product_by_sku(request)
-        return web.json_response(self._offer_json(shop, product))
+        data = self._offer_json(shop, product)
+        if product.case:
+            data = _trust.offer_json(shop, product, data)
+        return web.json_response(data)
 
     async def _h_api_offer(self, request: web.Request) -> web.Response:
         shop, product = self._product_by_sku(request)
+        if shop.js and self._glitching(product):
+            product = _trust.glitched(product)
         loc = shop.locale
         data = self._offer_json(shop, product)
         data["display"] = {
@@ -544,6 +588,8 @@ class Sandbox:
                 None if product.regular_price is None else loc.display(product.regular_price)
             ),
         }
+        if product.case:
+            data = _trust.offer_json(shop, product, data)
         return web.json_response(data)
 
     async def _h_api_list(self, request: web.Request) -> web.Response:

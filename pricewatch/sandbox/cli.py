@@ -80,6 +80,28 @@ def add_arguments(parser: argparse._ActionsContainer) -> None:
         "(a CDN round trip); default 30-150 with --js-weight real, none with light",
     )
     parser.add_argument(
+        "--recommendations",
+        choices=("plain", "mixed"),
+        default="plain",
+        help='"Customers also bought" blocks: plain (visible prices on HTML shops, none on '
+        "JS-only ones) or mixed (microdata and JSON-LD products, carousels, recently viewed; "
+        "prices in JS-only pages' static HTML too) (default: plain)",
+    )
+    parser.add_argument(
+        "--cases",
+        action="store_true",
+        help="append the trust cases to every shop: price-on-request pages with invalid "
+        "structured offers, net/gross pairs, sale prices, sold-out sizes, sold-out products, "
+        "a one-fetch x10 price glitch (see pricewatch.sandbox._trust)",
+    )
+    parser.add_argument(
+        "--currencies",
+        metavar="CODE,...",
+        default="",
+        help="currencies of the shops in order, e.g. EUR,KWD (the rest follow the default "
+        "rotation EUR,USD,CHF,JPY,BRL,GBP); also KWD and OMR (three decimals)",
+    )
+    parser.add_argument(
         "--latency",
         metavar="MIN-MAX",
         default=None,
@@ -124,6 +146,9 @@ def sandbox_from_args(args: argparse.Namespace) -> Sandbox:
         js_delay=args.js_delay,
         js_weight=args.js_weight,
         asset_latency=args.asset_latency,
+        recommendations=args.recommendations,
+        cases=args.cases,
+        currencies=[c.strip().upper() for c in args.currencies.split(",") if c.strip()],
         modes=[*args.mode, *args.control],
     )
 
