@@ -96,6 +96,46 @@ async def test_invalid_entries_are_logged_and_skipped(
     assert await frontier.entry("https://a.test/zero") is None
 
 
+async def test_one_entry_and_one_domain_per_product_url(frontier: Frontier) -> None:
+    variants = [
+        "https://Shop.example.co.uk/p/1?b=2&a=1",
+        "https://shop.example.co.uk./p/1?a=1&b=2#reviews",
+        "HTTPS://SHOP.EXAMPLE.CO.UK:443/p/1?a=1&b=2",
+        "https://www.shop.example.co.uk/p/2?",
+        "https://shop.example.co.uk/p/3",
+    ]
+    assert await frontier.add([Entry(url) for url in variants]) == 3
+    [counts] = await frontier.counts()
+    assert (counts.domain, counts.due) == ("example.co.uk", 3)
+    stored = await frontier.entry(variants[0])
+    assert stored is not None
+    assert stored.url == "https://shop.example.co.uk/p/1?a=1&b=2"
+    assert {lease.url for lease in await claim_all(frontier)} == {
+        "https://shop.example.co.uk/p/1?a=1&b=2",
+        "https://www.shop.example.co.uk/p/2",
+        "https://shop.example.co.uk/p/3",
+    }
+
+
+async def test_urls_that_cannot_be_fetched_are_not_added(
+    frontier: Frontier, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="pricewatch.frontier"):
+        added = await frontier.add(
+            [
+                Entry("http://a.test:99999/x"),
+                Entry("http://-a-.test/x"),
+                Entry("http://operator:s3cret@a.test/x"),
+                Entry("http://a.test/ok"),
+            ]
+        )
+    assert added == 1
+    assert "port out of range" in caplog.text
+    assert "invalid host name" in caplog.text
+    assert "credentials in URL" in caplog.text
+    assert "s3cret" not in caplog.text and "operator" not in caplog.text
+
+
 async def test_add_100k_entries(frontier: Frontier) -> None:
     batch = [Entry(f"https://shop{i % 7}.test/product/{i:07d}", sku=str(i)) for i in range(100_000)]
     assert await frontier.add(batch) == 100_000

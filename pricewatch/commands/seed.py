@@ -1,13 +1,16 @@
 """``scrapy seed FILE``: add product URLs to the frontier (idempotent).
 
-Exit codes: 0 all lines added, 3 some lines were skipped (each reported on stderr with its
-line number), 1 the frontier is unreachable or the file unreadable.
+The file is read as CSV (see :mod:`pricewatch.seeding`); URLs are stored in their
+canonical form and refused beyond Scrapy's ``URLLENGTH_LIMIT``. Exit codes: 0 all lines
+added, 3 some lines were skipped (each reported on stderr with its line number and
+reason), 1 the frontier is unreachable or the file unreadable.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import sys
 import time
 from typing import TextIO
@@ -47,7 +50,16 @@ class Command(ScrapyCommand):
             self.settings.set("PRICEWATCH_FRONTIER_URL", opts.frontier, priority="cmdline")
         path = args[0]
         try:
-            stream = sys.stdin if path == "-" else open(path, encoding="utf-8-sig", newline="")  # noqa: SIM115
+            # Undecodable bytes spoil their own line only (reported), not the rest of the file.
+            stream = (
+                io.TextIOWrapper(
+                    sys.stdin.buffer, encoding="utf-8-sig", errors="surrogateescape", newline=""
+                )
+                if path == "-"
+                else open(  # noqa: SIM115
+                    path, encoding="utf-8-sig", errors="surrogateescape", newline=""
+                )
+            )
             with stream:
                 self.exitcode = asyncio.run(self._seed(path, stream))
         except (OSError, UnicodeDecodeError, FrontierUnavailable) as exc:
@@ -61,7 +73,8 @@ class Command(ScrapyCommand):
         seen = new = bad = 0
         chunk: list[Entry] = []
         async with frontier:
-            for result in parse_seed(stream):
+            max_length = self.settings.getint("URLLENGTH_LIMIT")
+            for result in parse_seed(stream, max_url_length=max_length):
                 if isinstance(result, BadLine):
                     bad += 1
                     print(f"seed: {path}: {result}", file=sys.stderr)

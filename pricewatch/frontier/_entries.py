@@ -6,8 +6,10 @@ import logging
 import math
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 from urllib.parse import urlsplit
 
+from pricewatch._urls import BadURL, mask_userinfo, product_url, site_of
 from pricewatch.frontier.base import Entry
 
 logger = logging.getLogger(__name__)
@@ -16,33 +18,46 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def domain_of(url: str) -> str | None:
-    """The lower-case host of ``url``, None when it has none."""
+    """The site of ``url`` (:func:`pricewatch._urls.site_of` of its host): what
+    per-domain caps, pauses and counts are kept by. None when it has no host."""
     try:
         host = urlsplit(url).hostname
     except ValueError:
         return None
-    return host or None
+    return site_of(host) if host else None
+
+
+def lookup_url(url: str) -> str:
+    """The form under which ``url`` is stored: its canonical form when it has one."""
+    try:
+        return product_url(url)
+    except BadURL:
+        return url
+
+
+def check_entry(entry: Entry) -> tuple[Entry, str]:
+    """The entry as stored (canonical URL, see :func:`pricewatch._urls.product_url`) and
+    its domain; :class:`BadURL` with the reason when it cannot be scheduled."""
+    url = product_url(entry.url)
+    if entry.sku and _CONTROL.search(entry.sku):
+        raise BadURL("control characters in the SKU")
+    importance = entry.importance
+    if not (isinstance(importance, int | float) and math.isfinite(importance)) or (importance <= 0):
+        raise BadURL(f"importance must be > 0, got {importance!r}")
+    domain = domain_of(url)
+    assert domain is not None  # product_url refuses URLs without a host
+    return (entry if url == entry.url else replace(entry, url=url)), domain
 
 
 def valid_entries(entries: Iterable[Entry]) -> list[tuple[Entry, str]]:
-    """Entries with an http(s) host and a positive finite importance, with their domain;
-    the others are logged and skipped. The last of duplicate URLs wins."""
+    """Entries in canonical form with their domain; the others are logged and skipped.
+    The last of duplicate URLs wins."""
     out: dict[str, tuple[Entry, str]] = {}
     for entry in entries:
-        if _CONTROL.search(entry.url) or (entry.sku and _CONTROL.search(entry.sku)):
-            logger.warning("Frontier: skipped %r: control characters in the URL or SKU", entry.url)
+        try:
+            checked, domain = check_entry(entry)
+        except BadURL as exc:
+            logger.warning("Frontier: skipped %r: %s", mask_userinfo(entry.url), exc.reason)
             continue
-        domain = domain_of(entry.url)
-        if domain is None:
-            logger.warning("Frontier: skipped %r: no host in the URL", entry.url)
-            continue
-        importance = entry.importance
-        if not (isinstance(importance, int | float) and math.isfinite(importance)) or (
-            importance <= 0
-        ):
-            logger.warning(
-                "Frontier: skipped %r: importance must be > 0, got %r", entry.url, importance
-            )
-            continue
-        out[entry.url] = (entry, domain)
+        out[checked.url] = (checked, domain)
     return list(out.values())

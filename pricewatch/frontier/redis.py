@@ -38,7 +38,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from pricewatch._urls import mask_password
-from pricewatch.frontier._entries import domain_of, valid_entries
+from pricewatch.frontier._entries import domain_of, lookup_url, valid_entries
 from pricewatch.frontier.base import (
     Completion,
     DomainCounts,
@@ -400,6 +400,7 @@ class RedisFrontier(Frontier):
         return max(min(candidates) - now, 0.0)
 
     async def entry(self, url: str) -> EntryInfo | None:
+        url = lookup_url(url)
         domain = domain_of(url)
         if domain is None:
             return None

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from pricewatch._urls import sqlite_path
-from pricewatch.frontier._entries import valid_entries
+from pricewatch.frontier._entries import lookup_url, valid_entries
 from pricewatch.frontier.base import (
     Completion,
     DomainCounts,
@@ -447,7 +447,7 @@ class SQLiteFrontier(Frontier):
         return max(best - now, 0.0)
 
     async def entry(self, url: str) -> EntryInfo | None:
-        return await self._run(self._entry_sync, url)
+        return await self._run(self._entry_sync, lookup_url(url))
 
     def _entry_sync(self, url: str) -> EntryInfo | None:
         row = (

@@ -58,6 +58,7 @@ from scrapy import signals
 from scrapy.utils.httpobj import urlparse_cached
 
 from pricewatch._http import parse_retry_after
+from pricewatch._urls import site_of
 from pricewatch.exceptions import Blocked, DomainDeferred
 from pricewatch.frontier import FrontierUnavailable
 from pricewatch.leases import CrawlResources
@@ -176,7 +177,7 @@ def request_domain(request: Request) -> str:
     domain = getattr(lease, "domain", None)
     if domain:
         return str(domain)
-    return (urlparse_cached(request).hostname or "").lower()
+    return site_of(urlparse_cached(request).hostname or "")
 
 
 class CircuitBreakerMiddleware:

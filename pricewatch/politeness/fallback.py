@@ -56,6 +56,7 @@ from urllib.parse import quote
 from scrapy import Request
 from scrapy.exceptions import NotConfigured
 
+from pricewatch._urls import site_of
 from pricewatch.exceptions import DomainDeferred
 from pricewatch.extract import Offer, extract_offer_from_json
 from pricewatch.frontier import Completion, Lease
@@ -205,7 +206,8 @@ class FallbackConfig:
     def from_settings(cls, settings: BaseSettings) -> FallbackConfig:
         raw = settings.getdict("PRICEWATCH_OFFICIAL_SOURCES")
         sources = {
-            domain.lower(): OfficialSource.from_config(domain, spec) for domain, spec in raw.items()
+            site_of(domain): OfficialSource.from_config(domain, spec)
+            for domain, spec in raw.items()
         }
         config = cls(
             sources=sources,
