@@ -33,10 +33,11 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from scrapy.exceptions import DropItem
 
-from pricewatch.frontier import Completion
+from pricewatch.frontier import Completion, FrontierUnavailable
 from pricewatch.items import ObservationItem, OfferItem
 from pricewatch.leases import CrawlResources
 from pricewatch.outcomes import Outcome
+from pricewatch.runs import ERROR_STAT, end_run
 from pricewatch.storage import (
     Observation,
     Store,
@@ -108,6 +109,14 @@ class BatchOffloader(Generic[T, R]):
                 future.set_result(result)
 
 
+async def _open_frontier(crawler: Crawler, resources: CrawlResources) -> None:
+    """Open the crawl's frontier, or end the crawl (``frontier_unavailable``) at once."""
+    try:
+        await resources.frontier()
+    except FrontierUnavailable as exc:
+        raise end_run(crawler, "frontier_unavailable", str(exc)) from exc
+
+
 class ValidationPipeline:
     """Checks every offer against the pydantic contract, off the event loop in batches.
 
@@ -147,7 +156,7 @@ class ValidationPipeline:
     async def open_spider(self) -> None:
         # Open the frontier here so that an unreachable backend fails the crawl at once
         # with a non-zero exit, before anything is fetched.
-        await self.resources.frontier()
+        await _open_frontier(self.crawler, self.resources)
 
     async def process_item(self, item: object) -> object:
         if not isinstance(item, OfferItem):
@@ -217,8 +226,13 @@ class StorePipeline:
         return cls(crawler)
 
     async def open_spider(self) -> None:
-        await self.store.open()  # raises StoreUnavailable naming the masked URL
-        await self.resources.frontier()
+        # A backend down at start ends the crawl cleanly (the other components still open
+        # and close), with a finish reason that `scrapy crawl` turns into its exit code.
+        try:
+            await self.store.open()  # raises StoreUnavailable naming the masked URL
+        except StoreUnavailable as exc:
+            raise end_run(self.crawler, "store_unavailable", str(exc)) from exc
+        await _open_frontier(self.crawler, self.resources)
         self._writer = asyncio.get_running_loop().create_task(self._write_loop())
 
     async def process_item(self, item: object) -> object:
@@ -282,8 +296,8 @@ class StorePipeline:
                 batch = self._buffer[: self.batch_size]
                 try:
                     result = await self._write_with_retry([i.observation for i in batch])
-                except _StoreGaveUp:
-                    self._give_up()
+                except _StoreGaveUp as exc:
+                    self._give_up(exc.__cause__ or exc)
                     return
                 except Exception:
                     # Not a connectivity problem: a defect. Do not acknowledge: the leases
@@ -317,7 +331,7 @@ class StorePipeline:
         self._stats.inc_value("pricewatch/store/changes", len(result.changed))
         await self.resources.complete(completions)
 
-    def _give_up(self) -> None:
+    def _give_up(self, exc: BaseException) -> None:
         """The store has been down too long: stop waiting, end the crawl."""
         self._gave_up = True
         self._stats.inc_value("pricewatch/store/unwritten", len(self._buffer))
@@ -326,6 +340,11 @@ class StorePipeline:
             "not written nor acknowledged (they will be fetched again)",
             self.outage_timeout,
             len(self._buffer),
+        )
+        self._stats.set_value(
+            ERROR_STAT,
+            f"store unreachable for more than {self.outage_timeout:g}s; "
+            f"last error: {exc}",
         )
         self._buffer.clear()
         self._room.set()

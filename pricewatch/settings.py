@@ -318,6 +318,8 @@ EXTENSIONS = {
     "pricewatch.extensions.ReactorCheck": 0,
     "pricewatch.extensions.StatsFile": 500,
 }
-# Where StatsFile writes the last crawl's stats (JSON); empty disables it. Point your
-# monitoring at it: pricewatch/outcome/* and pricewatch/store/* say whether a crawl worked.
+# Where StatsFile writes the run's record (JSON: status, exit code, the one-line error,
+# outcome counts, pid, host, start/end, every stat) at start and at end; empty disables it.
+# %(name)s, %(pid)s, %(host)s and %(time)s give overlapping runs one file each. Point your
+# monitoring at it; README "Did the run work?" lists the exit codes.
 PRICEWATCH_STATS_FILE = os.environ.get("PRICEWATCH_STATS_FILE", "")

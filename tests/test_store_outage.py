@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from pricewatch.runs import ExitCode
+
 from .fixtures.sandbox import SandboxProcess, sandbox_args
 from .helpers import scrapy, scrapy_env, start_scrapy
 
@@ -175,7 +177,7 @@ def test_store_down_for_good_ends_the_crawl_and_the_next_run_catches_up(
         ]
         # The store is down at start: a clear error, nothing fetched.
         down = scrapy(tmp_path, "crawl", "products", *settings, env=env)
-        assert down.returncode == 1
+        assert down.returncode == ExitCode.STORE_UNAVAILABLE
         assert f"127.0.0.1:{cluster.port}" in down.stderr
         # Down mid-crawl and never back: the crawl ends instead of hanging.
         cluster.start()
@@ -183,9 +185,11 @@ def test_store_down_for_good_ends_the_crawl_and_the_next_run_catches_up(
         _wait_for_rows(cluster, 1)
         cluster.stop()
         _, err = crawl.communicate(timeout=120)
-        assert crawl.returncode == 0, err[-3000:]
+        assert crawl.returncode == ExitCode.STORE_UNAVAILABLE, err[-3000:]
         stats: dict[str, Any] = json.loads((tmp_path / "stats.json").read_text())
         assert stats["finish_reason"] == "store_unavailable", err[-3000:]
+        assert stats["status"] == "failed"
+        assert "store unreachable for more than 2s" in stats["pricewatch/run/error"]
         assert stats["pricewatch/store/unwritten"] >= 1
         assert stats["pricewatch/store/backpressure_waits"] >= 1
         assert "Store unreachable for more than 2s" in err
