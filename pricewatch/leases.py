@@ -7,9 +7,18 @@ what the frontier counted (``pricewatch/frontier/*``) is copied into the crawl s
 
 Every lease is completed through :meth:`CrawlResources.complete`, which counts the
 outcome (stat ``pricewatch/outcome/<outcome>``) and the leases still outstanding, so the
-spider knows how much work it holds. A completion the frontier cannot take (backend
+spider knows how much work it holds. A lease stays outstanding until the frontier has
+taken its completion (or failed to): a cron crawl must not end while a completion that
+frees a domain's cap is still on its way. A completion the frontier cannot take (backend
 down) is logged and counted (``pricewatch/frontier/complete_failed``); its lease expires
 and is reaped, so the SKU is fetched again rather than lost.
+
+A lease whose fetch ended (its offer goes to the store) is handed to
+:meth:`CrawlResources.release`: the frontier stops counting it against the domain's
+in-flight cap while the lease waits for its store batch to commit. Releases are sent in
+batches, one frontier call at a time; one that fails is counted
+(``pricewatch/frontier/release_failed``) and changes nothing (the slot frees at the
+completion instead).
 """
 
 from __future__ import annotations
@@ -44,6 +53,10 @@ class CrawlResources:
         self._frontier: Frontier | None = None
         self._lock: asyncio.Lock | None = None
         self._outstanding: set[str] = set()
+        self._released: set[str] = set()  # outstanding leases whose fetch ended
+        self._to_release: list[Lease] = []
+        self._releasing: asyncio.Task[None] | None = None
+        self._settled: asyncio.Event | None = None
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
 
     @classmethod
@@ -69,20 +82,60 @@ class CrawlResources:
 
     @property
     def outstanding(self) -> int:
-        """Leases claimed by this crawl and not completed yet."""
+        """Leases claimed by this crawl whose completion the frontier has not taken yet
+        (being fetched, waiting for the store, or being acknowledged)."""
         return len(self._outstanding)
+
+    @property
+    def fetching(self) -> int:
+        """Outstanding leases whose fetch has not ended."""
+        return len(self._outstanding) - len(self._released)
+
+    @property
+    def settled(self) -> asyncio.Event:
+        """Set whenever a completion or a release has reached the frontier (or failed
+        to): what the frontier would hand out may have changed. Clear it, claim, and if
+        the claim found nothing, it being set says to claim again rather than stop."""
+        if self._settled is None:
+            self._settled = asyncio.Event()
+        return self._settled
 
     def claimed(self, leases: Sequence[Lease]) -> None:
         self._outstanding.update(lease.token for lease in leases)
 
+    def release(self, lease: Lease) -> None:
+        """The fetch of ``lease`` ended; its completion follows after the store commits."""
+        if lease.token not in self._outstanding or lease.token in self._released:
+            return
+        self._released.add(lease.token)
+        self._to_release.append(lease)
+        if self._releasing is None:
+            self._releasing = asyncio.get_running_loop().create_task(self._release_loop())
+
+    async def _release_loop(self) -> None:
+        stats = self.crawler.stats
+        assert stats is not None
+        try:
+            while self._to_release:
+                batch, self._to_release = self._to_release, []
+                try:
+                    frontier = await self.frontier()
+                    await frontier.release_slots(batch)
+                except FrontierUnavailable as exc:
+                    stats.inc_value("pricewatch/frontier/release_failed", len(batch))
+                    logger.warning("Could not release %d lease slot(s): %s", len(batch), exc)
+                self.settled.set()
+        finally:
+            self._releasing = None
+
     async def complete(self, completions: Sequence[Completion]) -> None:
-        """Complete leases (exactly once each) and count their outcomes."""
+        """Complete leases (exactly once each) and count their outcomes. The leases stay
+        outstanding until the frontier has answered."""
         if not completions:
             return
         stats = self.crawler.stats
         assert stats is not None
         for completion in completions:
-            self._outstanding.discard(completion.lease.token)
             stats.inc_value(f"pricewatch/outcome/{completion.outcome.value}")
         try:
             frontier = await self.frontier()
@@ -94,8 +147,19 @@ class CrawlResources:
                 len(completions),
                 exc,
             )
+        finally:
+            for completion in completions:
+                token = completion.lease.token
+                self._outstanding.discard(token)
+                self._released.discard(token)
+            self.settled.set()
 
     async def _spider_closed(self) -> None:
+        if self._releasing is not None:  # releases on their way: let them land first
+            try:
+                await asyncio.wait_for(asyncio.shield(self._releasing), CLOSE_TIMEOUT)
+            except TimeoutError:
+                logger.warning("Lease releases still pending at close; their leases expire")
         frontier, self._frontier = self._frontier, None
         if frontier is not None:
             stats = self.crawler.stats

@@ -230,6 +230,55 @@ async def test_per_domain_inflight_cap_holds_across_frontiers(
     assert freed.domain == "a.test"
 
 
+async def test_a_released_lease_frees_its_slot_and_stays_leased_until_completed(
+    make_frontier: MakeFrontier,
+) -> None:
+    frontier = await make_frontier(domain_max_inflight=2)
+    await frontier.add(entries(urls("a.test", 6)))
+    first, second = await frontier.claim(10)
+    assert await frontier.claim(10) == []  # two being fetched: at the cap
+    assert await frontier.release_slots([first]) == 1
+    assert await frontier.release_slots([first, first]) == 0  # once per lease
+    assert frontier.stats["pricewatch/frontier/released"] == 1
+    # Its fetch ended, its acknowledgement waits: still leased, not claimable again.
+    info = await frontier.entry(first.url)
+    assert info is not None and info.state == "inflight"
+    [third] = await frontier.claim(10)
+    assert third.url not in {first.url, second.url}
+    assert await frontier.claim(10) == []
+    assert {c.domain: c.inflight for c in await frontier.counts()} == {"a.test": 3}
+    # Completing a released lease frees no second slot.
+    assert await frontier.complete([Completion(first, Outcome.OK)]) == 1
+    assert await frontier.claim(10) == []
+    assert {c.domain: c.inflight for c in await frontier.counts()} == {"a.test": 2}
+    # Completing an unreleased one does.
+    assert await frontier.complete([Completion(second, Outcome.OK)]) == 1
+    [fourth] = await frontier.claim(10)
+    assert fourth.url not in {first.url, second.url, third.url}
+    assert await frontier.release_slots([second]) == 0  # completed: nothing to release
+
+
+async def test_a_released_lease_that_expires_is_reaped_and_counted_once(
+    make_frontier: MakeFrontier,
+) -> None:
+    frontier = await make_frontier(domain_max_inflight=1, lease_ttl=TTL)
+    await frontier.add(entries(urls("a.test", 4)))
+    [first] = await frontier.claim(10)
+    assert await frontier.release_slots([first]) == 1
+    [second] = await frontier.claim(10)
+    await asyncio.sleep(TTL + 0.1)
+    assert await frontier.reap() == 2  # a crash before the commit loses nothing
+    info = await frontier.entry(first.url)
+    assert info is not None and (info.state, info.attempts) == ("scheduled", 1)
+    assert {c.domain: c.inflight for c in await frontier.counts()} == {"a.test": 0}
+    # The cap is whole again: one at a time, not two.
+    assert len(await frontier.claim(10)) == 1
+    assert await frontier.claim(10) == []
+    # The expired leases' tokens release nothing.
+    assert await frontier.release_slots([first, second]) == 0
+    assert await frontier.claim(10) == []
+
+
 async def test_paused_domain_is_not_claimed_until_the_pause_ends(frontier: Frontier) -> None:
     await frontier.add(entries(urls("a.test", 3), urls("b.test", 3)))
     await frontier.pause_domain("a.test", 0.3)

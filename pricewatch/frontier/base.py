@@ -111,7 +111,8 @@ class SchedulePolicy:
     # Seconds without a successful fetch or a re-seed after which a failing entry is
     # retired (0 = never).
     retire_unseen: float = 0.0
-    # Leases in flight per domain across all workers (0 = no cap).
+    # Leases being fetched per domain across all workers (0 = no cap): from the claim until
+    # release_slots() or complete().
     domain_max_inflight: int = 64
 
     def next_delay(
@@ -135,6 +136,7 @@ class SchedulePolicy:
 
 STATS = (
     "pricewatch/frontier/claimed",  # leases handed out
+    "pricewatch/frontier/released",  # leases whose fetch ended before their completion
     "pricewatch/frontier/completed",  # completions applied
     "pricewatch/frontier/stale",  # completions ignored: the lease was no longer current
     "pricewatch/frontier/retired",  # entries retired by a completion (gone, unseen)
@@ -172,7 +174,15 @@ class Frontier(abc.ABC):
     @abc.abstractmethod
     async def claim(self, n: int) -> list[Lease]:
         """Up to ``n`` due entries, most overdue first, round-robin across domains, never
-        from a paused domain, each leased for the lease TTL."""
+        from a paused domain, never more leases of a domain being fetched (claimed, neither
+        released nor completed) than ``domain_max_inflight``, each leased for the TTL."""
+
+    @abc.abstractmethod
+    async def release_slots(self, leases: Sequence[Lease]) -> int:
+        """The fetches of these leases ended: each stops counting against its domain's
+        in-flight cap (once), while the lease stays held until it is completed (after the
+        store commits) or expires (then it is reaped and fetched again, as any lease). A
+        lease whose token is no longer current is ignored. Returns how many were released."""
 
     @abc.abstractmethod
     async def complete(self, completions: Sequence[Completion]) -> int:

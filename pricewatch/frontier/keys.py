@@ -17,7 +17,9 @@ key                         type    holds
                                     due time (or the end of their pause, if later)
 ``inflight``                ZSET    leased entry ids, by lease deadline
 ``leases``                  HASH    entry id -> "token<TAB>due<TAB>domain"
-``domain_inflight``         HASH    domain -> leases in flight (the global cap)
+``domain_inflight``         HASH    domain -> leases held (claimed, not completed)
+``domain_fetched``          HASH    domain -> of those, leases whose fetch ended; the
+                                    global cap counts the difference (being fetched)
 ``paused``                  HASH    domain -> paused until (epoch seconds, Redis TIME)
 ``health``                  HASH    domain -> health (EWMA of fetch success)
 ``domains``                 SET     every domain ever added
@@ -62,6 +64,7 @@ class Keys:
         self.inflight = self.prefix + "inflight"
         self.leases = self.prefix + "leases"
         self.domain_inflight = self.prefix + "domain_inflight"
+        self.domain_fetched = self.prefix + "domain_fetched"
         self.paused = self.prefix + "paused"
         self.health = self.prefix + "health"
         self.domains = self.prefix + "domains"
@@ -81,6 +84,7 @@ class Keys:
             self.health,
             self.domains,
             self.malformed,
+            self.domain_fetched,
         ]
 
     def sched(self, domain: str) -> str:

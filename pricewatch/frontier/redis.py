@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SCRIPTS = ("add", "claim", "complete", "reap", "pause", "requeue", "purge", "entry")
+SCRIPTS = ("add", "claim", "release", "complete", "reap", "pause", "requeue", "purge", "entry")
 ADD_CHUNK = 1000  # entries per add script call (one call blocks Redis ~ms)
 ADD_PIPELINE = 8  # add script calls per round trip
 COMPLETE_CHUNK = 1000
@@ -288,6 +288,18 @@ class RedisFrontier(Frontier):
             )
         self.stats["pricewatch/frontier/claimed"] += len(leases)
         return leases
+
+    async def release_slots(self, leases: Sequence[Lease]) -> int:
+        if not leases:
+            return 0
+        pairs = [[entry_id(lease.url), lease.token] for lease in leases]
+        released = 0
+        async with self._guard():
+            for start in range(0, len(pairs), COMPLETE_CHUNK):
+                chunk = pairs[start : start + COMPLETE_CHUNK]
+                released += int(await self._script("release", _json(chunk)))
+        self.stats["pricewatch/frontier/released"] += released
+        return released
 
     async def complete(self, completions: Sequence[Completion]) -> int:
         policy = self.policy

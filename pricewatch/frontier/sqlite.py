@@ -57,6 +57,7 @@ CREATE TABLE IF NOT EXISTS frontier_entries (
     due_at REAL NOT NULL,
     lease_token TEXT,
     lease_until REAL,
+    fetched INTEGER NOT NULL DEFAULT 0,
     attempts INTEGER NOT NULL DEFAULT 0,
     failures INTEGER NOT NULL DEFAULT 0,
     gone_count INTEGER NOT NULL DEFAULT 0,
@@ -180,6 +181,11 @@ class SQLiteFrontier(Frontier):
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.executescript(SCHEMA)
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(frontier_entries)")}
+            if "fetched" not in columns:  # a file made before release_slots()
+                conn.execute(
+                    "ALTER TABLE frontier_entries ADD COLUMN fetched INTEGER NOT NULL DEFAULT 0"
+                )
         except BaseException:
             conn.close()
             raise
@@ -238,7 +244,7 @@ class SQLiteFrontier(Frontier):
         inflight = dict(
             conn.execute(
                 "SELECT domain, count(*) FROM frontier_entries "
-                "WHERE lease_token IS NOT NULL GROUP BY domain"
+                "WHERE lease_token IS NOT NULL AND fetched = 0 GROUP BY domain"
             ).fetchall()
         )
         health = dict(domains)
@@ -293,11 +299,31 @@ class SQLiteFrontier(Frontier):
                 )
             )
         conn.executemany(
-            "UPDATE frontier_entries SET lease_token = ?, lease_until = ? WHERE url = ?",
+            "UPDATE frontier_entries SET lease_token = ?, lease_until = ?, fetched = 0 "
+            "WHERE url = ?",
             ((lease.token, deadline, lease.url) for lease in leases),
         )
         self.stats["pricewatch/frontier/claimed"] += len(leases)
         return leases
+
+    # -- release ----------------------------------------------------------------------------
+
+    async def release_slots(self, leases: Sequence[Lease]) -> int:
+        if not leases:
+            return 0
+        rows = [(lease.url, lease.token) for lease in leases]
+        return await self._run(self._transaction, lambda conn: self._release_sync(conn, rows))
+
+    def _release_sync(self, conn: sqlite3.Connection, rows: list[tuple[str, str]]) -> int:
+        released = 0
+        for url, token in rows:
+            released += conn.execute(
+                "UPDATE frontier_entries SET fetched = 1 "
+                "WHERE url = ? AND lease_token = ? AND fetched = 0",
+                (url, token),
+            ).rowcount
+        self.stats["pricewatch/frontier/released"] += released
+        return released
 
     # -- complete ---------------------------------------------------------------------------
 
@@ -342,8 +368,9 @@ class SQLiteFrontier(Frontier):
                 state, due_at = "scheduled", step.due_at
             conn.execute(
                 "UPDATE frontier_entries SET lease_token = NULL, lease_until = NULL, "
-                "attempts = 0, failures = ?, gone_count = ?, checks = ?, change_count = ?, "
-                "seen_at = ?, due_at = ?, state = ?, state_reason = ? WHERE url = ?",
+                "fetched = 0, attempts = 0, failures = ?, gone_count = ?, checks = ?, "
+                "change_count = ?, seen_at = ?, due_at = ?, state = ?, state_reason = ? "
+                "WHERE url = ?",
                 (
                     new.failures,
                     new.gone,
@@ -373,7 +400,7 @@ class SQLiteFrontier(Frontier):
         """Expired leases back to the schedule, keeping their (overdue) due time, with one
         more attempt; entries that reached the attempt limit go to the dead state."""
         cursor = conn.execute(
-            "UPDATE frontier_entries SET lease_token = NULL, lease_until = NULL, "
+            "UPDATE frontier_entries SET lease_token = NULL, lease_until = NULL, fetched = 0, "
             "attempts = attempts + 1 WHERE lease_token IS NOT NULL AND lease_until <= ?",
             (now,),
         )

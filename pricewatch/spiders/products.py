@@ -3,14 +3,16 @@
 ``start()`` claims leases as downloader capacity frees up (never the whole frontier at
 once), carries each lease in ``request.meta["pricewatch_lease"]`` and makes sure each
 lease is completed exactly once: here when a page yields no offer or the fetch failed,
-by the pipelines otherwise. Cron mode (default) ends when nothing is due and nothing is
-in flight; ``-a follow=1`` keeps polling.
+by the pipelines otherwise. Cron mode (default) ends when a claim found nothing it could
+claim and started after every lease of this crawl had been completed (fetched, stored and
+acknowledged); ``-a follow=1`` keeps polling.
 
 Settings:
 - ``PRICEWATCH_FRONTIER_CLAIM_BATCH`` (64): leases claimed per round trip.
 - ``PRICEWATCH_FRONTIER_POLL_INTERVAL`` (5.0 s): follow-mode poll period when idle.
-- ``PRICEWATCH_MAX_OUTSTANDING`` (2 x ``CONCURRENT_REQUESTS``): leases this process holds
-  at once (claimed, not completed).
+- ``PRICEWATCH_MAX_OUTSTANDING`` (2 x ``CONCURRENT_REQUESTS``): leases this process
+  fetches at once (claimed, fetch not ended); those waiting for the store are bounded by
+  ``PRICEWATCH_STORE_MAX_BUFFER``.
 - ``PRICEWATCH_DOMAIN_CURRENCY`` ({}): host -> ISO code for ambiguous currency symbols.
 - ``PRICEWATCH_EXTRACT_RULES_FILE`` (""): TOML file of per-host CSS/XPath rules, tried
   before the heuristics.
@@ -45,9 +47,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# How long start() sleeps while it holds as many leases as it may.
+# How long start() waits, at most, for a completion or release while it fetches as many
+# leases as it may.
 _CAPACITY_WAIT = 0.05
-# How long start() waits for outstanding leases before claiming again.
+# How long start() waits, at most, for a completion or release before claiming again when
+# the frontier had nothing to hand out (a domain at its cap, or nothing due).
 _DRAIN_WAIT = 0.25
 # Backoff bounds while the frontier backend is unreachable mid-crawl, in seconds.
 _FRONTIER_RETRY = (0.5, 30.0)
@@ -99,11 +103,16 @@ class ProductSpider(Spider):
         if reaped:
             logger.info("Returned %d expired leases to the schedule", reaped)
         failures = 0
+        settled = self.resources.settled
         while True:
-            room = self.max_outstanding - self.resources.outstanding
+            room = self.max_outstanding - self.resources.fetching
             if room <= 0:
-                await asyncio.sleep(_CAPACITY_WAIT)
+                settled.clear()
+                await self._wait(settled, _CAPACITY_WAIT)
                 continue
+            # Cleared before the claim: a completion or release landing while it runs sets
+            # it again, so an empty claim is only final if nothing settled meanwhile.
+            settled.clear()
             try:
                 leases = await frontier.claim(min(room, self.claim_batch))
                 if not leases and not self.resources.outstanding and self.follow:
@@ -124,11 +133,20 @@ class ProductSpider(Spider):
                 for lease in leases:
                     yield self.request_for(lease)
                 continue
-            if self.resources.outstanding:
-                # Completions can make more work due (or free a domain's in-flight cap).
-                await asyncio.sleep(_DRAIN_WAIT)
+            if self.resources.outstanding or settled.is_set():
+                # Completions and releases free a domain's cap (and can make work due).
+                await self._wait(settled, _DRAIN_WAIT)
                 continue
-            return  # cron mode: nothing due, nothing in flight
+            # Cron mode: the claim started after every lease of this crawl was completed
+            # and found nothing it could claim.
+            return
+
+    @staticmethod
+    async def _wait(event: asyncio.Event, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(event.wait(), seconds)
+        except TimeoutError:
+            pass
 
     def request_for(self, lease: Lease, *, browser: bool = False) -> Request:
         request = Request(
@@ -182,6 +200,9 @@ class ProductSpider(Spider):
             await self._complete(lease, Outcome.NO_PRICE)
             return
         self.crawler.stats.inc_value(f"pricewatch/extract/source/{offer.source}")
+        # The fetch is over: the lease stops counting against the domain's cap while the
+        # offer goes through validation and the store (which completes it).
+        self.resources.release(lease)
         yield OfferItem(
             url=lease.url,
             domain=lease.domain,

@@ -1,7 +1,8 @@
 -- claim: ARGV = prefix, n, lease ttl, per-domain cap (0 = none), token base, max attempts,
 -- reap limit, domain scan limit.
 -- Reaps expired leases first, then takes up to n due entries: domains in order of their most
--- overdue entry, round-robin, skipping paused domains and domains at the in-flight cap; within
+-- overdue entry, round-robin, skipping paused domains and domains at the in-flight cap (leases
+-- whose fetch has not ended, see release.lua); within
 -- a domain the most overdue first. Each moves from sched:<domain> to `inflight` (scored by the
 -- lease deadline) with a fresh token in `leases`.
 -- Returns {deadline, leases, malformed ids, reaped, dead-lettered}; each lease is one string of
@@ -20,15 +21,18 @@ local active = {}
 local due_domains = redis.call('ZRANGEBYSCORE', K_READY, '-inf', now, 'LIMIT', 0, scan_limit)
 if #due_domains > 0 then
   local pauses = redis.call('HMGET', K_PAUSED, unpack(due_domains))
-  local busy = redis.call('HMGET', K_DOMAIN_INFLIGHT, unpack(due_domains))
+  local held = redis.call('HMGET', K_DOMAIN_INFLIGHT, unpack(due_domains))
+  local fetched = redis.call('HMGET', K_DOMAIN_FETCHED, unpack(due_domains))
   local health = redis.call('HMGET', K_HEALTH, unpack(due_domains))
   for i, d in ipairs(due_domains) do
     if (tonumber(pauses[i] or '0') or 0) > now then
       refresh(d, now)
     else
-      local inflight = tonumber(busy[i] or '0') or 0
+      -- The cap counts the leases being fetched: held, minus those whose fetch ended.
+      local inflight = tonumber(held[i] or '0') or 0
+      local fetching = inflight - (tonumber(fetched[i] or '0') or 0)
       local room = n
-      if cap > 0 then room = math.min(n, cap - inflight) end
+      if cap > 0 then room = math.min(n, cap - fetching) end
       if room > 0 then
         active[#active + 1] = {d = d, room = room, taken = {}, inflight = inflight,
           health = health[i] or '1'}

@@ -3,7 +3,7 @@
 -- the per-domain keys are built (same hash tag, same cluster slot).
 local K_ENTRIES, K_READY, K_INFLIGHT, K_LEASES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_DOMAIN_INFLIGHT, K_PAUSED, K_HEALTH = KEYS[5], KEYS[6], KEYS[7]
-local K_DOMAINS, K_MALFORMED = KEYS[8], KEYS[9]
+local K_DOMAINS, K_MALFORMED, K_DOMAIN_FETCHED = KEYS[8], KEYS[9], KEYS[10]
 local PREFIX = ARGV[1]
 
 local function now_seconds()
@@ -51,15 +51,24 @@ local function refresh(d, now)
   redis.call('ZADD', K_READY, score, d)
 end
 
+-- A lease is "token<TAB>due<TAB>domain", plus "<TAB>f" once its fetch ended (release).
 local function parse_lease(v)
-  local token, due, d = string.match(v, '^([^\t]*)\t([^\t]*)\t(.*)$')
-  return token, tonumber(due), d
+  local token, due, d, flag = string.match(v, '^([^\t]*)\t([^\t]*)\t([^\t]*)(.*)$')
+  return token, tonumber(due), d, flag == '\tf'
 end
 
-local function release_slot(d, count)
+local function decrement(key, d, count)
+  local left = redis.call('HINCRBY', key, d, -count)
+  if left <= 0 then redis.call('HDEL', key, d) end
+end
+
+-- A lease of domain d ends (completed or expired): it no longer counts as held, nor as
+-- fetched if its fetch had ended. `domain_inflight` counts the leases held,
+-- `domain_fetched` those of them whose fetch ended; the cap applies to the difference.
+local function release_slot(d, count, fetched)
   if not d or d == '' then return end
-  local left = redis.call('HINCRBY', K_DOMAIN_INFLIGHT, d, -(count or 1))
-  if left <= 0 then redis.call('HDEL', K_DOMAIN_INFLIGHT, d) end
+  decrement(K_DOMAIN_INFLIGHT, d, count or 1)
+  if fetched and fetched > 0 then decrement(K_DOMAIN_FETCHED, d, fetched) end
 end
 
 -- An undecodable record is set aside (never dropped) and reported to the caller, which logs it.
@@ -81,10 +90,10 @@ local function reap(now, limit, max_attempts, malformed)
     local due, d = now, nil
     if v then
       redis.call('HDEL', K_LEASES, id)
-      local _, ldue, ld = parse_lease(v)
+      local _, ldue, ld, fetched = parse_lease(v)
       if ldue then due = ldue end
       d = ld
-      release_slot(ld)
+      release_slot(ld, 1, fetched and 1 or 0)
     end
     local raw = redis.call('HGET', K_ENTRIES, id)
     local rec = decode(raw)

@@ -10,16 +10,17 @@ local ids = {}
 for j, item in ipairs(items) do ids[j] = item[1] end
 if #ids == 0 then return {0, {}, 0} end
 local leases = redis.call('HMGET', K_LEASES, unpack(ids))
-local mine, where, doms, seen = {}, {}, {}, {}
+local mine, where, doms, seen, fetched = {}, {}, {}, {}, {}
 for j, id in ipairs(ids) do
   local v = leases[j]
   if v and not seen[id] then
-    local current, _, d = parse_lease(v)
+    local current, _, d, done = parse_lease(v)
     if current == items[j][2] then
       seen[id] = true
       mine[#mine + 1] = id
       where[#where + 1] = items[j]
       doms[#doms + 1] = d
+      if done then fetched[d] = (fetched[d] or 0) + 1 end
     end
   end
 end
@@ -28,7 +29,7 @@ redis.call('HDEL', K_LEASES, unpack(mine))
 redis.call('ZREM', K_INFLIGHT, unpack(mine))
 local released = {}
 for _, d in ipairs(doms) do released[d] = (released[d] or 0) + 1 end
-for d, count in pairs(released) do release_slot(d, count) end
+for d, count in pairs(released) do release_slot(d, count, fetched[d]) end
 
 local raws = redis.call('HMGET', K_ENTRIES, unpack(mine))
 local applied, retired_count = 0, 0

@@ -27,6 +27,7 @@ for _, id in ipairs(redis.call('ZRANGE', K_INFLIGHT, 0, -1)) do
 end
 drop(leased)
 redis.call('HDEL', K_DOMAIN_INFLIGHT, d)
+redis.call('HDEL', K_DOMAIN_FETCHED, d)
 redis.call('HDEL', K_PAUSED, d)
 redis.call('HDEL', K_HEALTH, d)
 redis.call('SREM', K_DOMAINS, d)
