@@ -130,11 +130,12 @@ PRICEWATCH_FALLBACK_TOLERANCE = 0.01
 # backend. BrowserAddon sets PLAYWRIGHT_LAUNCH_OPTIONS (when unset: a system Chromium, else
 # Playwright's own) and PLAYWRIGHT_ABORT_REQUEST (when unset: the PRICEWATCH_BROWSER_BLOCK_*).
 ADDONS = {"pricewatch.browser.BrowserAddon": 0}
-# scrapy-playwright serves http/https; a request without `playwright` meta goes over plain
-# HTTP as before and never starts a browser.
+# http/https: Scrapy's HTTP/1.1 handler for plain requests; scrapy-playwright's handler (one
+# Playwright driver) is started only when the first request with `playwright` meta appears,
+# so a crawl of static shops never starts one (pricewatch/browser/handler.py).
 DOWNLOAD_HANDLERS = {
-    "http": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler",
-    "https": "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler",
+    "http": "pricewatch.browser.handler.LazyBrowserDownloadHandler",
+    "https": "pricewatch.browser.handler.LazyBrowserDownloadHandler",
 }
 # Hosts always fetched through the browser (a domain covers its subdomains), e.g.
 # ["shop.example", "spa-store.example"]. Add a shop here when you know it renders prices in JS.
@@ -207,9 +208,10 @@ PRICEWATCH_FRONTIER_GONE_LIMIT = 3
 PRICEWATCH_FRONTIER_CLAIM_BATCH = 64
 # Follow mode (-a follow=1): seconds between polls when nothing is due.
 PRICEWATCH_FRONTIER_POLL_INTERVAL = 5.0
-# Leases one crawler process holds at once (claimed, not yet completed): bounds what a
-# crash hands back to the lease TTL. Default 2 x CONCURRENT_REQUESTS, so the downloader
-# never starves while the next claim is in flight.
+# Leases one crawler process fetches at once (claimed, fetch not ended): bounds what a
+# crash hands back to the lease TTL, with the offers waiting for the store (at most
+# PRICEWATCH_STORE_MAX_BUFFER). Default 2 x CONCURRENT_REQUESTS, so the downloader never
+# starves while the next claim is in flight.
 PRICEWATCH_MAX_OUTSTANDING = 2 * CONCURRENT_REQUESTS
 # -- Frontier: velocity scoring, health, caps (pricewatch/frontier/scoring.py has the formula).
 # After a successful fetch the next check is due in
@@ -232,11 +234,10 @@ PRICEWATCH_FRONTIER_HEALTH_ALPHA = 0.1
 # Seconds without a successful fetch or a re-seed after which a failing entry is retired
 # (left in the retired set, `scrapy frontier --requeue DOMAIN` brings it back). 0 = never.
 PRICEWATCH_FRONTIER_RETIRE_UNSEEN = 0
-# Leases in flight per domain across all workers sharing the frontier (0 = no cap). A lease
-# counts from its claim until the store batch holding its observation commits, so the cap
-# must leave room for the fetches in flight (CONCURRENT_REQUESTS_PER_DOMAIN x workers) plus
-# what waits up to PRICEWATCH_FLUSH_INTERVAL in a store batch; lower it to hold several
-# workers on one shop to less than their sum.
+# Leases being fetched per domain across all workers sharing the frontier (0 = no cap). A
+# lease counts from its claim until its fetch ends; then it waits for its store batch to
+# commit without holding the domain back. Keep it >= CONCURRENT_REQUESTS_PER_DOMAIN x
+# workers, or lower it to hold several workers on one shop to less than their sum.
 PRICEWATCH_DOMAIN_MAX_INFLIGHT = 64
 # Redis frontier: the key namespace (the hash tag of every key, pricewatch:{NAMESPACE}:...),
 # so several catalogues can share one Redis (or one Redis Cluster slot each).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sqlite3
 import time
 from decimal import Decimal
@@ -23,7 +24,7 @@ from scrapy.settings import Settings
 from pricewatch.frontier import Entry, frontier_from_settings
 
 from .fixtures.sandbox import SandboxProcess
-from .helpers import scrapy, scrapy_env
+from .helpers import scrapy, scrapy_env, start_scrapy
 
 FAST = ["-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False", "-s", "LOG_LEVEL=INFO"]
 # What a JS page references and the browser must not download (pricewatch.browser.blocking),
@@ -118,6 +119,67 @@ def test_static_shops_never_touch_the_browser(tmp_path: Path, sandbox: SandboxPr
     assert_matches_truth(stored(tmp_path), sandbox.truth(), urls, full=False)
 
 
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _playwright_drivers(pid: int) -> list[str]:
+    found = []
+    for child in _descendants(pid):
+        try:
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "run-driver" in cmdline or "playwright" in cmdline:
+            found.append(cmdline)
+    return found
+
+
+def test_a_static_crawl_never_starts_a_playwright_driver(
+    tmp_path: Path, sandbox: SandboxProcess
+) -> None:
+    """Follow mode keeps the crawl alive after its pages, long enough to look at its
+    processes: scrapy-playwright's handler would have started its driver at engine start."""
+    env = scrapy_env(tmp_path)
+    urls = sandbox.urls(host=sandbox.html_shops[0]["host"])[:3]
+    seed(env, urls)
+    proc = start_scrapy(tmp_path, "crawl", "products", "-a", "follow=1", *FAST, env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                rows = stored(tmp_path)
+            except sqlite3.OperationalError:  # the store's tables are not there yet
+                rows = {}
+            if len(rows) == len(urls) or proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)  # a driver started at engine start would be up by now
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert _playwright_drivers(proc.pid) == []
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    assert "Starting download handler" not in stderr
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["pricewatch/outcome/ok"] == len(urls)
+    assert "pricewatch/browser/handler_started" not in stats
+
+
 def test_js_shop_prices_from_xhr_equal_truth_and_blocked_resources_stay_away(
     tmp_path: Path, sandbox: SandboxProcess
 ) -> None:
@@ -143,6 +205,7 @@ def test_js_shop_prices_from_xhr_equal_truth_and_blocked_resources_stay_away(
         == len(js_urls)
     )
     assert stats["playwright/browser_count"] == 1
+    assert stats["pricewatch/browser/handler_started"] == 1  # once for http and https
     assert stats["playwright/request_count/aborted"] >= 4 * len(js_urls)
     truth = sandbox.truth()
     assert_matches_truth(stored(tmp_path), truth, js_urls)

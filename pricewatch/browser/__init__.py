@@ -8,6 +8,7 @@ rendered DOM. Images, media, fonts, stylesheets and trackers are not downloaded,
 are closed whatever happens, and contexts are recycled so memory stays flat.
 
 - :mod:`pricewatch.browser.addon`: settings wiring (launch options, blocking, router).
+- :mod:`pricewatch.browser.handler`: the download handler that starts Playwright on first use.
 - :mod:`pricewatch.browser.router`: routing, Playwright meta, waits, page lifecycle.
 - :mod:`pricewatch.browser.capture`: XHR/fetch JSON capture.
 - :mod:`pricewatch.browser.blocking`: ``PLAYWRIGHT_ABORT_REQUEST`` predicate.
@@ -21,12 +22,14 @@ from pricewatch.browser.addon import BrowserAddon
 from pricewatch.browser.blocking import ResourceBlocker
 from pricewatch.browser.capture import XhrCapture
 from pricewatch.browser.discovery import BrowserNotFound, launch_options
+from pricewatch.browser.handler import LazyBrowserDownloadHandler
 from pricewatch.browser.router import BrowserRouter
 
 __all__ = [
     "BrowserAddon",
     "BrowserNotFound",
     "BrowserRouter",
+    "LazyBrowserDownloadHandler",
     "ResourceBlocker",
     "XhrCapture",
     "launch_options",

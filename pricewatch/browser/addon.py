@@ -11,8 +11,9 @@ settings freeze it:
   ``PRICEWATCH_BROWSER_BLOCK_RESOURCES`` and ``PRICEWATCH_BROWSER_BLOCK_URLS``;
 - registers :class:`~pricewatch.browser.router.BrowserRouter` as an extension.
 
-The download handlers themselves are in ``settings.py`` (``DOWNLOAD_HANDLERS``): requests
-without ``playwright`` meta go over plain HTTP and never start a browser.
+The download handlers themselves are in ``settings.py`` (``DOWNLOAD_HANDLERS``,
+:class:`~pricewatch.browser.handler.LazyBrowserDownloadHandler`): requests without
+``playwright`` meta go over plain HTTP, and Playwright starts only with the first that has it.
 """
 
 from __future__ import annotations
