@@ -15,7 +15,7 @@ from typing import Literal, overload
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, ValidationError, field_validator
 
-from pricewatch.currencies import ISO_4217
+from pricewatch.currency import ISO_CODES
 from pricewatch.items import OfferItem
 from pricewatch.storage import Observation
 
@@ -89,7 +89,7 @@ class PriceObservation(BaseModel):
     @field_validator("currency", mode="before")
     @classmethod
     def _currency(cls, value: object) -> str:
-        if not isinstance(value, str) or value.upper() not in ISO_4217:
+        if not isinstance(value, str) or value.upper() not in ISO_CODES:
             raise ValueError("currency")
         return value.upper()
 

@@ -11,10 +11,11 @@ from decimal import Decimal
 
 import pytest
 
+from pricewatch.currency import CurrencyHints, resolve_currency
 from pricewatch.extract import extract_offer
 from pricewatch.extract._candidate import valid_gtin
 from pricewatch.extract._ids import code_from_label, sku_from_url
-from pricewatch.extract._money import parse_amount, parse_machine, resolve_currency
+from pricewatch.extract._money import parse_amount, parse_machine
 
 AMOUNTS = [
     pytest.param("1.299,00 €", "1299.00", id="de-DE"),
@@ -76,37 +77,58 @@ def test_parse_machine(value: object, amount: str | None) -> None:
 
 
 CURRENCIES = [
-    pytest.param("€", (), "EUR", id="euro-sign"),
-    pytest.param("eur", (), "EUR", id="code-lowercase"),
-    pytest.param("zł", (), "PLN", id="zloty"),
-    pytest.param("R$", (), "BRL", id="real"),
-    pytest.param("US$", (), "USD", id="us-dollar"),
-    pytest.param("$", (), "USD", id="dollar-default"),
-    pytest.param("$", (None, "CAD", None), "CAD", id="dollar-on-ca-tld"),
-    pytest.param("$", ("AUD", "USD", None), "AUD", id="dollar-domain-setting-first"),
-    pytest.param("kr", (None, "NOK", None), "NOK", id="krone-on-no-tld"),
-    pytest.param("¥", (None, "CNY", None), "CNY", id="yuan-on-cn-tld"),
-    pytest.param("¥", (), "JPY", id="yen-default"),
-    pytest.param("Rs", (None, "PKR", None), "PKR", id="rupee-on-pk-tld"),
-    pytest.param("ر.س", (), "SAR", id="riyal"),
-    pytest.param("Lei", (), "RON", id="leu"),
-    pytest.param("NT$", (), "TWD", id="taiwan-dollar"),
-    pytest.param("CA$", (), "CAD", id="prefixed-dollar"),
-    pytest.param("₪", (), "ILS", id="shekel"),
-    pytest.param("doubloons", (), None, id="unknown"),
+    pytest.param("€", (), None, "EUR", id="euro-sign"),
+    pytest.param("eur", (), None, "EUR", id="code-lowercase"),
+    pytest.param("zł", (), None, "PLN", id="zloty"),
+    pytest.param("R$", (), None, "BRL", id="real"),
+    pytest.param("US$", (), None, "USD", id="us-dollar"),
+    pytest.param("$", (), None, None, id="dollar-without-evidence-is-no-currency"),
+    pytest.param("$", (), "en", "USD", id="dollar-in-english"),
+    pytest.param("$", ("CAD",), None, "CAD", id="dollar-on-ca-tld"),
+    pytest.param("$", ("AUD", "USD"), None, "AUD", id="dollar-domain-setting-first"),
+    pytest.param("kr", ("NOK",), None, "NOK", id="krone-on-no-tld"),
+    pytest.param("kr", (), "da", "DKK", id="krone-in-danish"),
+    pytest.param("¥", ("CNY",), None, "CNY", id="yuan-on-cn-tld"),
+    pytest.param("¥", (), None, None, id="yen-or-yuan-without-evidence"),
+    pytest.param("¥", (), "ja", "JPY", id="yen-in-japanese"),
+    pytest.param("R", (), None, "ZAR", id="rand"),
+    pytest.param("Rs", ("PKR",), None, "PKR", id="rupee-on-pk-tld"),
+    pytest.param("ر.س", (), None, "SAR", id="riyal"),
+    pytest.param("Lei", (), "ro", "RON", id="leu"),
+    pytest.param("NT$", (), None, "TWD", id="taiwan-dollar"),
+    pytest.param("CA$", (), None, "CAD", id="prefixed-dollar"),
+    pytest.param("₪", (), None, "ILS", id="shekel"),
+    pytest.param("doubloons", (), None, None, id="unknown"),
+    # issue 10: symbols that resolved to no currency.
+    pytest.param("Р", (), None, "RUB", id="cyrillic-er"),
+    pytest.param("руб.", (), None, "RUB", id="rub-abbreviation"),
+    pytest.param("₸", (), None, "KZT", id="tenge"),
+    pytest.param("Br", ("BYN",), None, "BYN", id="belarusian-ruble-on-by"),
+    pytest.param("KM", (), None, "BAM", id="convertible-mark"),
+    pytest.param("Lek", (), None, "ALL", id="lek"),
+    pytest.param("₡", (), None, "CRC", id="colon"),
+    pytest.param("RD$", (), None, "DOP", id="dominican-peso"),
+    pytest.param("S/.", (), None, "PEN", id="sol-with-dot"),
+    pytest.param("KD", (), None, "KWD", id="kuwaiti-dinar"),
+    pytest.param("ƒ", ("AWG",), None, "AWG", id="florin-on-aw"),
+    # One list of currencies in use: withdrawn ones are no currency, everywhere.
+    pytest.param("kn", ("EUR",), "hr", None, id="kuna-withdrawn-2023"),
+    pytest.param("HRK", (), None, None, id="kuna-code-withdrawn"),
 ]
 
 
-@pytest.mark.parametrize(("raw", "hints", "code"), CURRENCIES)
-def test_resolve_currency(raw: str, hints: tuple[str | None, ...], code: str | None) -> None:
-    assert resolve_currency(raw, hints) == code
+@pytest.mark.parametrize(("raw", "codes", "language", "code"), CURRENCIES)
+def test_resolve_currency(
+    raw: str, codes: tuple[str, ...], language: str | None, code: str | None
+) -> None:
+    assert resolve_currency(raw, CurrencyHints(codes, language)) == code
 
 
 @pytest.mark.parametrize(
     ("url", "domain_currency", "code"),
     [
         pytest.param("https://shop.example.ca/p", None, "CAD", id="tld-ca"),
-        pytest.param("https://shop.example.com/p", None, "USD", id="com-defaults-usd"),
+        pytest.param("https://shop.example.com/p", None, None, id="com-says-nothing"),
         pytest.param(
             "https://www.shop.example.com/p",
             {"shop.example.com": "AUD"},
@@ -117,7 +139,7 @@ def test_resolve_currency(raw: str, hints: tuple[str | None, ...], code: str | N
     ],
 )
 def test_dollar_sign_resolved_by_domain(
-    url: str, domain_currency: dict[str, str] | None, code: str
+    url: str, domain_currency: dict[str, str] | None, code: str | None
 ) -> None:
     html = "<html><body><h1>Garden hose</h1><p class='price'>$49.00</p></body></html>"
     offer = extract_offer(html, url, domain_currency=domain_currency)

@@ -161,7 +161,12 @@ def test_parse_never_invents_a_price(
 
 def test_parse_ignores_broken_json_and_bad_currency() -> None:
     assert source().parse(b"<html>blocked</html>", "http://shop.test/p/1") is None
+    offer = source().parse(b'{"price": {"amount": 3, "currency": "doubloons"}}', "u")
+    assert offer is not None and offer.currency is None
+    # The one currency module reads what the page reader reads; withdrawn is unknown.
     offer = source().parse(b'{"price": {"amount": 3, "currency": "euro"}}', "u")
+    assert offer is not None and offer.currency == "EUR"
+    offer = source().parse(b'{"price": {"amount": 3, "currency": "HRK"}}', "u")
     assert offer is not None and offer.currency is None
 
 

@@ -1,18 +1,27 @@
-"""Amounts and currencies: price text -> ``Decimal``, symbols and hints -> ISO 4217.
+"""Amounts: price text and structured-data values -> ``Decimal``.
 
-Amounts go through price-parser (the project's parser) after a small normalisation it
-does not do itself: Arabic-Indic and Persian digits and separators, exotic spaces, and
-strict machine-format values (``"1299.00"`` in structured data) that must not be read
-with European thousands rules. Nothing here raises: bad input gives ``None``.
+Visible text goes through price-parser after a small normalisation it does not do itself
+(Arabic-Indic and Persian digits and separators, exotic spaces, direction marks). The
+currency's ISO 4217 minor units (:mod:`pricewatch.currency`) decide what a lone separator
+before three digits means: the decimal point for a three-decimal currency (``423.923 KD``
+is 423.923), a thousands separator for a currency without minor units (``¥1,234``) and
+for the rest (``1.234 €`` is 1234, as price-parser reads it).
+
+Structured data (JSON-LD, microdata, OpenGraph, JSON payloads) is read strictly: a plain
+decimal number, or a number in a string (``"1299.00"``, ``"1,299.00"``). Exponent forms
+(``"1e-2"``, ``"1.5E+2"``), overflowing values (``1e400``), NaN and infinities, zero,
+negative amounts and words ("call for price") are rejected with a reason
+(:data:`REASONS`), never truncated to their leading digits. Nothing here raises.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 
 from price_parser import Price
+
+from pricewatch.currency import CurrencyHints, minor_units, resolve_currency, symbol_codes
 
 # Largest amount accepted from a page: anything above is a phone number or an id.
 _MAX_AMOUNT = Decimal("1e10")
@@ -38,6 +47,7 @@ _DIGITS[0xFF0E] = "."  # fullwidth full stop
 _NORMALISE = str.maketrans(_DIGITS)
 
 _MACHINE = re.compile(r"\s*\+?(\d{1,12}(?:\.\d{1,6})?)\s*\Z")
+_EXPONENT = re.compile(r"\d\s*[eE]\s*[-+]?\d")
 _HAS_DIGIT = re.compile(r"\d")
 _NEGATIVE = re.compile(r"^\D{0,5}?[-\u2212]\s?\d")
 # "30.-", "30,-", "30,–": Swiss/German whole amounts.
@@ -49,58 +59,102 @@ def normalise_text(text: str) -> str:
     return text.translate(_NORMALISE)
 
 
+# Why a structured-data price was not accepted (the ``no_price`` reason codes).
+PRICE_MISSING = "price_missing"  # the offer has no price
+PRICE_NOT_POSITIVE = "price_not_positive"  # 0, -5.00
+PRICE_NOT_FINITE = "price_not_finite"  # NaN, Infinity
+PRICE_OUT_OF_RANGE = "price_out_of_range"  # 1e400, 1e12: an id or an overflow
+PRICE_EXPONENT = "price_exponent"  # "1e-2", "1.5E+2": nobody writes prices so
+PRICE_NOT_A_NUMBER = "price_not_a_number"  # "call for price", "", a list of junk
+REASONS = (
+    PRICE_MISSING,
+    PRICE_NOT_POSITIVE,
+    PRICE_NOT_FINITE,
+    PRICE_OUT_OF_RANGE,
+    PRICE_EXPONENT,
+    PRICE_NOT_A_NUMBER,
+)
+
+
+def _checked(amount: Decimal) -> tuple[Decimal | None, str | None]:
+    if not amount.is_finite():
+        return None, PRICE_NOT_FINITE
+    if amount <= 0:
+        return None, PRICE_NOT_POSITIVE
+    if amount >= _MAX_AMOUNT:
+        return None, PRICE_OUT_OF_RANGE
+    return amount, None
+
+
 def _valid(amount: Decimal | None) -> Decimal | None:
-    if amount is None or not amount.is_finite() or amount <= 0 or amount >= _MAX_AMOUNT:
-        return None
-    return amount
+    return None if amount is None else _checked(amount)[0]
+
+
+def read_machine(value: object) -> tuple[Decimal | None, str | None]:
+    """``(amount, None)`` for a valid structured-data price value, else ``(None, reason)``
+    (a :data:`REASONS` code; ``PRICE_MISSING`` for None and empty strings)."""
+    if value is None or isinstance(value, bool):
+        return None, PRICE_MISSING if value is None else PRICE_NOT_A_NUMBER
+    if isinstance(value, (int, float, Decimal)):
+        try:
+            amount = (
+                value
+                if isinstance(value, Decimal)
+                else Decimal(value if isinstance(value, int) else repr(value))
+            )
+        except (InvalidOperation, ValueError, OverflowError):
+            return None, PRICE_NOT_A_NUMBER
+        return _checked(amount)
+    if not isinstance(value, str):
+        return None, PRICE_NOT_A_NUMBER
+    text = normalise_text(value).strip()
+    if not text:
+        return None, PRICE_MISSING
+    match = _MACHINE.match(text)
+    if match:
+        return _checked(Decimal(match.group(1)))
+    lowered = text.lower().lstrip("+-")
+    if lowered in ("nan", "inf", "infinity"):
+        return None, PRICE_NOT_FINITE
+    if _EXPONENT.search(text):
+        return None, PRICE_EXPONENT
+    if _NEGATIVE.match(text) or text.startswith(("0", "0.", "0,")) and _ZERO.match(text):
+        return None, PRICE_NOT_POSITIVE
+    parsed, _ = parse_amount(text)
+    return (None, PRICE_NOT_A_NUMBER) if parsed is None else (parsed, None)
+
+
+_ZERO = re.compile(r"^0+(?:[.,]0*)?\s*\D{0,5}$")
 
 
 def parse_machine(value: object) -> Decimal | None:
-    """A structured-data value: numbers and ``"1299.00"``-style strings, else the text
-    rules of :func:`parse_amount`."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        try:
-            return _valid(Decimal(value))
-        except (InvalidOperation, ValueError, OverflowError):
-            return None
-    if isinstance(value, float):
-        try:
-            return _valid(Decimal(repr(value)))
-        except (InvalidOperation, ValueError, OverflowError):
-            return None
-    if not isinstance(value, str):
-        return None
-    text = normalise_text(value)
-    match = _MACHINE.match(text)
-    if match:
-        try:
-            return _valid(Decimal(match.group(1)))
-        except InvalidOperation:
-            return None
-    return parse_amount(text)[0]
+    """A valid structured-data price value (see :func:`read_machine`), else None."""
+    return read_machine(value)[0]
 
 
 def parse_amount(
-    text: str, decimal_separator: str | None = None
+    text: str, hints: CurrencyHints | None = None
 ) -> tuple[Decimal | None, str | None]:
     """``(amount, currency_text)`` read from visible price text; ``(None, ...)`` when it
-    holds no positive finite amount. Short texts only (a price label, not a paragraph)."""
+    holds no positive finite amount. Short texts only (a price label, not a paragraph).
+    ``hints`` resolve an ambiguous symbol to the currency whose minor units apply."""
     if not text or len(text) > 200:
         return None, None
-    return _parse_amount(text, decimal_separator)
+    return _parse_amount(text, hints or CurrencyHints())
 
 
-def _parse_amount(text: str, decimal_separator: str | None) -> tuple[Decimal | None, str | None]:
+def _parse_amount(text: str, hints: CurrencyHints) -> tuple[Decimal | None, str | None]:
     text = normalise_text(text)
-    if not _HAS_DIGIT.search(text):
+    if not _HAS_DIGIT.search(text) or _EXPONENT.search(text):
         return None, None
     if _NEGATIVE.match(text):
         return None, None  # "-5,00 €": a discount or a refund, never a price
     text = _DASH_CENTS.sub(r"\1", text)
     try:
-        price = Price.fromstring(text, decimal_separator=decimal_separator)
+        price = Price.fromstring(text)
+        separator = _decimal_separator(price.amount_text, price.currency, hints)
+        if separator is not None:
+            price = Price.fromstring(text, decimal_separator=separator)
     except Exception:  # price-parser on arbitrary text: never let it escape
         return None, None
     amount = price.amount
@@ -109,258 +163,40 @@ def _parse_amount(text: str, decimal_separator: str | None) -> tuple[Decimal | N
             amount = _valid(Decimal(amount))
         except (InvalidOperation, ValueError):
             amount = None
-    return amount, price.currency
+    return amount, price.currency or _symbol_beside(text, price.amount_text)
 
 
-# --- currencies -------------------------------------------------------------------------
-
-ISO_CODES = frozenset(
-    """AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BRL BSD
-    BTN BWP BYN BZD CAD CDF CHF CLP CNY COP CRC CUP CVE CZK DJF DKK DOP DZD EGP ERN ETB EUR
-    FJD FKP GBP GEL GHS GIP GMD GNF GTQ GYD HKD HNL HTG HUF IDR ILS INR IQD IRR ISK JMD
-    JOD JPY KES KGS KHR KMF KPW KRW KWD KYD KZT LAK LBP LKR LRD LSL LYD MAD MDL MGA MKD MMK
-    MNT MOP MRU MUR MVR MWK MXN MYR MZN NAD NGN NIO NOK NPR NZD OMR PAB PEN PGK PHP PKR PLN
-    PYG QAR RON RSD RUB RWF SAR SBD SCR SDG SEK SGD SHP SLE SOS SRD SSP STN SVC SYP SZL THB
-    TJS TMT TND TOP TRY TTD TWD TZS UAH UGX USD UYU UZS VES VND VUV WST XAF XCD XOF XPF YER
-    ZAR ZMW ZWL""".split()
-)
-
-# Symbols and words that name exactly one currency.
-_UNAMBIGUOUS = {
-    "€": "EUR",
-    "eur": "EUR",
-    "euro": "EUR",
-    "euros": "EUR",
-    "£": "GBP",
-    "gbp": "GBP",
-    "us$": "USD",
-    "usd": "USD",
-    "u$s": "USD",
-    "₹": "INR",
-    "inr": "INR",
-    "zł": "PLN",
-    "zl": "PLN",
-    "pln": "PLN",
-    "r$": "BRL",
-    "brl": "BRL",
-    "chf": "CHF",
-    "fr.": "CHF",
-    "sfr.": "CHF",
-    "kč": "CZK",
-    "czk": "CZK",
-    "ft": "HUF",
-    "huf": "HUF",
-    "lei": "RON",
-    "ron": "RON",
-    "₽": "RUB",
-    "руб": "RUB",
-    "руб.": "RUB",
-    "р.": "RUB",
-    "rub": "RUB",
-    "₴": "UAH",
-    "грн": "UAH",
-    "грн.": "UAH",
-    "₺": "TRY",
-    "tl": "TRY",
-    "₪": "ILS",
-    'ש"ח': "ILS",
-    "ils": "ILS",
-    "nis": "ILS",
-    "ر.س": "SAR",
-    "ر.س.": "SAR",
-    "sar": "SAR",
-    "د.إ": "AED",
-    "aed": "AED",
-    "nt$": "TWD",
-    "twd": "TWD",
-    "hk$": "HKD",
-    "s$": "SGD",
-    "a$": "AUD",
-    "au$": "AUD",
-    "c$": "CAD",
-    "ca$": "CAD",
-    "nz$": "NZD",
-    "mx$": "MXN",
-    "₩": "KRW",
-    "원": "KRW",
-    "฿": "THB",
-    "₫": "VND",
-    "₦": "NGN",
-    "₱": "PHP",
-    "rm": "MYR",
-    "rp": "IDR",
-    "лв": "BGN",
-    "лв.": "BGN",
-    "kn": "HRK",
-    "din": "RSD",
-    "дин.": "RSD",
-    "₸": "KZT",
-    "₼": "AZN",
-    "₾": "GEL",
-    "৳": "BDT",
-    "円": "JPY",
-    "元": "CNY",
-}
-# Symbols shared by several currencies: the TLD decides, else the first is assumed.
-_AMBIGUOUS = {
-    "$": ("USD", "CAD", "AUD", "NZD", "MXN", "ARS", "CLP", "COP", "SGD", "HKD", "TWD"),
-    "¥": ("JPY", "CNY"),
-    "kr": ("SEK", "NOK", "DKK", "ISK"),
-    "kr.": ("DKK", "SEK", "NOK", "ISK"),
-    "rs": ("INR", "PKR", "LKR", "NPR"),
-    "rs.": ("INR", "PKR", "LKR", "NPR"),
-    "r": ("ZAR",),
-}
-
-# Country-code TLD (or second-level suffix) -> local currency.
-_TLD_CURRENCY = {
-    "at": "EUR",
-    "be": "EUR",
-    "cy": "EUR",
-    "de": "EUR",
-    "ee": "EUR",
-    "es": "EUR",
-    "fi": "EUR",
-    "fr": "EUR",
-    "gr": "EUR",
-    "hr": "EUR",
-    "ie": "EUR",
-    "it": "EUR",
-    "lt": "EUR",
-    "lu": "EUR",
-    "lv": "EUR",
-    "mt": "EUR",
-    "nl": "EUR",
-    "pt": "EUR",
-    "si": "EUR",
-    "sk": "EUR",
-    "eu": "EUR",
-    "uk": "GBP",
-    "us": "USD",
-    "ca": "CAD",
-    "au": "AUD",
-    "nz": "NZD",
-    "mx": "MXN",
-    "br": "BRL",
-    "ar": "ARS",
-    "cl": "CLP",
-    "co": "COP",
-    "pe": "PEN",
-    "ch": "CHF",
-    "li": "CHF",
-    "pl": "PLN",
-    "cz": "CZK",
-    "hu": "HUF",
-    "ro": "RON",
-    "bg": "BGN",
-    "se": "SEK",
-    "no": "NOK",
-    "dk": "DKK",
-    "is": "ISK",
-    "ru": "RUB",
-    "ua": "UAH",
-    "by": "BYN",
-    "kz": "KZT",
-    "tr": "TRY",
-    "il": "ILS",
-    "sa": "SAR",
-    "ae": "AED",
-    "qa": "QAR",
-    "kw": "KWD",
-    "bh": "BHD",
-    "om": "OMR",
-    "eg": "EGP",
-    "ma": "MAD",
-    "za": "ZAR",
-    "ng": "NGN",
-    "ke": "KES",
-    "in": "INR",
-    "pk": "PKR",
-    "lk": "LKR",
-    "bd": "BDT",
-    "np": "NPR",
-    "jp": "JPY",
-    "cn": "CNY",
-    "hk": "HKD",
-    "tw": "TWD",
-    "kr": "KRW",
-    "sg": "SGD",
-    "my": "MYR",
-    "id": "IDR",
-    "th": "THB",
-    "vn": "VND",
-    "ph": "PHP",
-    "rs": "RSD",
-    "ge": "GEL",
-    "am": "AMD",
-    "az": "AZN",
-}
-# Page language region (``<html lang="en-CA">``) works like a TLD.
-
-
-def _host_suffixes(host: str) -> list[str]:
-    parts = host.lower().rstrip(".").split(".")
-    return [".".join(parts[i:]) for i in range(len(parts))]
-
-
-def domain_currency(host: str, mapping: Mapping[str, str] | None) -> str | None:
-    """The operator's currency for ``host`` or a parent domain (``PRICEWATCH_DOMAIN_CURRENCY``)."""
-    if not mapping or not host:
+def _symbol_beside(text: str, amount_text: str | None) -> str | None:
+    """The currency symbol price-parser does not know (``د.ك.``, ``KD``) written right
+    before or after the amount: the rest of a short price text, when it names one."""
+    if not amount_text:
         return None
-    for suffix in _host_suffixes(host):
-        code = mapping.get(suffix)
-        if code:
-            return code.upper()
+    before, _, after = text.partition(amount_text)
+    for rest in (before.strip(), after.strip()):
+        if rest and len(rest) <= 12 and symbol_codes(rest):
+            return rest
     return None
 
 
-def tld_currency(host: str) -> str | None:
-    if not host:
+_LAST_SEPARATOR = re.compile(r"([.,'\u00a0 ])(\d+)\s*$")
+
+
+def _decimal_separator(
+    amount_text: str | None, currency_text: str | None, hints: CurrencyHints
+) -> str | None:
+    """The decimal separator the currency's minor units give ``amount_text`` when its last
+    separator stands before exactly three digits; None to leave price-parser's reading."""
+    if not amount_text or not currency_text:
         return None
-    tld = host.lower().rstrip(".").rsplit(".", 1)[-1]
-    return _TLD_CURRENCY.get(tld)
-
-
-def region_currency(lang: str | None) -> str | None:
-    """``en-CA`` / ``pt_BR`` -> the region's currency."""
-    if not lang:
+    match = _LAST_SEPARATOR.search(amount_text.strip())
+    if match is None or len(match.group(2)) != 3 or match.group(1) not in ".,":
         return None
-    parts = re.split(r"[-_]", lang.strip())
-    if len(parts) >= 2 and len(parts[1]) == 2:
-        return _TLD_CURRENCY.get(parts[1].lower())
-    return None
-
-
-def resolve_currency(raw: str | None, hints: tuple[str | None, ...] = ()) -> str | None:
-    """An ISO 4217 code for ``raw`` (a code, a symbol or a word).
-
-    ``hints`` are candidate local currencies (domain setting, TLD, page region), most
-    trusted first: an ambiguous symbol (``$``, ``kr``, ``¥``) takes the first hint it can
-    name; with no hint it resolves to its most common currency. ``raw`` None gives None.
-    """
-    if not raw:
+    code = resolve_currency(currency_text, hints)
+    if code is None:
         return None
-    text = normalise_text(raw).strip()
-    if not text:
-        return None
-    upper = text.upper()
-    if upper in ISO_CODES:
-        return upper
-    key = text.lower()
-    if key in _AMBIGUOUS or key.rstrip(".") in _AMBIGUOUS:
-        options = _AMBIGUOUS.get(key) or _AMBIGUOUS[key.rstrip(".")]
-        for hint in hints:
-            if hint in options:
-                return hint
-        return options[0]
-    code = _UNAMBIGUOUS.get(key)
-    if code:
-        return code
-    # "CA$", "AU$", "US $" ...
-    compact = key.replace(" ", "")
-    code = _UNAMBIGUOUS.get(compact)
-    if code:
-        return code
-    if compact.endswith("$") and compact[:-1].upper() + "D" in ISO_CODES:
-        return compact[:-1].upper() + "D"
+    digits = minor_units(code)
+    if digits == 3:
+        return match.group(1)
+    if digits == 0:
+        return "," if match.group(1) == "." else "."
     return None

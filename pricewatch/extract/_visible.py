@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from pricewatch.currency import CurrencyHints, resolve_currency
 from pricewatch.extract._candidate import Candidate, clean_text
 from pricewatch.extract._ids import code_from_label, looks_like_label
-from pricewatch.extract._money import normalise_text, parse_amount, resolve_currency
+from pricewatch.extract._money import normalise_text, parse_amount
 from pricewatch.extract._stock import says_buy, stock_from_text
 from pricewatch.extract._tree import text_of
 
@@ -146,6 +147,7 @@ class VisibleReading:
     price: Decimal | None = None
     price_text: str | None = None
     currency: str | None = None
+    currency_text: str | None = None
     regular: Decimal | None = None
     regular_text: str | None = None
     availability: str | None = None
@@ -243,8 +245,8 @@ def _ancestry(el: Any, levels: int = 14) -> tuple[str, bool, bool, str]:
     return " ".join(near), struck, hidden, " ".join(far)
 
 
-def _score(el: Any, text: str, level: int, order: int) -> _Cand | None:
-    amount, currency_text = parse_amount(text)
+def _score(el: Any, text: str, level: int, order: int, hints: CurrencyHints) -> _Cand | None:
+    amount, currency_text = parse_amount(text, hints)
     if amount is None or _is_hidden_element(el):
         return None
     own_names = _names(el)
@@ -487,7 +489,7 @@ def _title(root: Any) -> Any:
     return best
 
 
-def read_visible(root: Any, hints: tuple[str | None, ...]) -> VisibleReading:
+def read_visible(root: Any, hints: CurrencyHints) -> VisibleReading:
     """Score the page's visible prices; see the module docstring."""
     reading = VisibleReading(scanned=True)
     scan = _Scan()
@@ -522,7 +524,7 @@ def read_visible(root: Any, hints: tuple[str | None, ...]) -> VisibleReading:
             previous, current, level = current, current.getparent(), level + 1
     cands = []
     for level, order, el, text in scan.priced[:400]:
-        cand = _score(el, normalise_text(text), level, order)
+        cand = _score(el, normalise_text(text), level, order, hints)
         if cand is not None:
             cands.append(cand)
     _choose(reading, cands, hints, anchored=anchor is not None)
@@ -543,7 +545,7 @@ def _has_good(scan: _Scan) -> bool:
 def _choose(
     reading: VisibleReading,
     cands: list[_Cand],
-    hints: tuple[str | None, ...],
+    hints: CurrencyHints,
     anchored: bool = True,
 ) -> None:
     by_amount: dict[Decimal, list[_Cand]] = {}
@@ -577,6 +579,7 @@ def _choose(
     reading.price = amount
     reading.price_text = best.text
     reading.score = total
+    reading.currency_text = best.currency
     reading.currency = resolve_currency(best.currency, hints) if best.currency else None
     margin = total - runner_up if runner_up is not None else total
     reading.strong = total >= _GOOD_SCORE and margin >= 1.5

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 import lxml.etree
 
+from pricewatch.currency import CurrencyHints, currency_hints, resolve_currency
 from pricewatch.extract._candidate import Candidate
 from pricewatch.extract._ids import sku_from_code_label, sku_from_inputs, sku_from_url
 from pricewatch.extract._jsonld import load_json, product_candidates
@@ -39,13 +40,7 @@ from pricewatch.extract._markup import (
     opengraph_candidate,
     rdfa_candidates,
 )
-from pricewatch.extract._money import (
-    domain_currency,
-    parse_amount,
-    region_currency,
-    resolve_currency,
-    tld_currency,
-)
+from pricewatch.extract._money import parse_amount
 from pricewatch.extract._stock import says_buy, says_out_of_stock
 from pricewatch.extract._tree import parse, text_of
 from pricewatch.extract._visible import VisibleReading, _hidden, read_visible
@@ -103,7 +98,7 @@ def _extract(
     if root is None:
         return None
     host = _host(url)
-    hints = _currency_hints(root, host, domain_map)
+    hints = currency_hints(host, domain_map, root.get("lang") or root.get("xml:lang"))
 
     ruled = apply_rules(rules, root, host) if rules else None
 
@@ -240,17 +235,6 @@ def _markup_price_shown(body: bytes | str, priced: list[Candidate]) -> bool:
     return False
 
 
-def _currency_hints(
-    root: Any, host: str, domain_map: Mapping[str, str] | None
-) -> tuple[str | None, ...]:
-    lang = root.get("lang") or root.get("xml:lang")
-    return (
-        domain_currency(host, domain_map),
-        tld_currency(host),
-        region_currency(lang),
-    )
-
-
 def _merge(primary: Candidate, others: list[Candidate]) -> Candidate:
     """Fill what ``primary`` lacks from the other readings (same product)."""
     for other in others:
@@ -277,7 +261,7 @@ def decide(
     ruled: Candidate | None,
     structured: list[Candidate],
     visible: VisibleReading,
-    hints: tuple[str | None, ...],
+    hints: CurrencyHints,
     root: Any,
     url: str,
 ) -> Offer | None:
@@ -351,9 +335,12 @@ def decide(
         # A product page (a price, product markup or a title) with no stock warning
         # sells the product.
         availability = "InStock"
-    currency = resolve_currency(chosen.currency_raw, hints)
-    if currency is None and chosen.price is not None:
-        currency = visible.currency or next((h for h in hints if h), None)
+    if chosen.currency_raw:
+        # A written currency that names nothing in use (or nothing for sure) is no
+        # currency: never swapped for the host's.
+        currency = resolve_currency(chosen.currency_raw, hints)
+    else:
+        currency = visible.currency if visible.currency_text else hints.first()
     if chosen.price is None and availability is None and not sku:
         return None
     return Offer(

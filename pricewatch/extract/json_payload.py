@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
+from pricewatch.currency import currency_hints, resolve_currency
 from pricewatch.extract._candidate import (
     Candidate,
     clean_text,
@@ -23,14 +24,7 @@ from pricewatch.extract._candidate import (
     valid_gtin,
 )
 from pricewatch.extract._jsonld import product_candidates
-from pricewatch.extract._money import (
-    domain_currency as currency_for_domain,
-)
-from pricewatch.extract._money import (
-    parse_machine,
-    resolve_currency,
-    tld_currency,
-)
+from pricewatch.extract._money import parse_machine
 from pricewatch.extract.offer import Offer
 
 logger = logging.getLogger(__name__)
@@ -189,15 +183,17 @@ def _extract(
         host = (urlsplit(url).hostname or "").lower()
     except ValueError:
         host = ""
-    hints = (currency_for_domain(host, domain_map), tld_currency(host))
+    hints = currency_hints(host, domain_map)
     regular = cand.regular_price
     if regular is not None and (cand.price is None or regular <= cand.price):
         regular = None
     return Offer(
         price=cand.price,
-        currency=resolve_currency(cand.currency_raw, hints) or next((h for h in hints if h), None)
-        if cand.price is not None
-        else None,
+        currency=(
+            (resolve_currency(cand.currency_raw, hints) if cand.currency_raw else hints.first())
+            if cand.price is not None
+            else None
+        ),
         regular_price=regular,
         availability=cand.availability,
         sku=cand.sku,

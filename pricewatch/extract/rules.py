@@ -33,8 +33,9 @@ import lxml.etree
 from lxml.cssselect import CSSSelector, SelectorSyntaxError
 
 from pricewatch._urls import matching_domain
+from pricewatch.currency import ISO_CODES
 from pricewatch.extract._candidate import Candidate, clean_text, normalise_availability, valid_gtin
-from pricewatch.extract._money import ISO_CODES, parse_amount, parse_machine
+from pricewatch.extract._money import parse_amount, parse_machine
 from pricewatch.extract._stock import stock_from_text
 from pricewatch.extract._tree import text_of
 

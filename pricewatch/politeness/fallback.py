@@ -48,7 +48,7 @@ import random
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from string import Formatter
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -57,8 +57,9 @@ from scrapy import Request
 from scrapy.exceptions import NotConfigured
 
 from pricewatch._urls import site_of
+from pricewatch.currency import resolve_currency
 from pricewatch.exceptions import DomainDeferred
-from pricewatch.extract import Offer, extract_offer_from_json
+from pricewatch.extract import Offer, extract_offer_from_json, normalise_availability, parse_machine
 from pricewatch.frontier import Completion, Lease
 from pricewatch.items import OfferItem
 from pricewatch.leases import CrawlResources
@@ -139,18 +140,18 @@ class OfficialSource:
             return None
         if self.price is None:
             return extract_offer_from_json(body, url, source="api")
-        price = _money(dig(data, self.price))
+        price = parse_machine(dig(data, self.price))
         if price is None:
             return None
         currency = dig(data, self.currency) if self.currency else None
-        if not (isinstance(currency, str) and len(currency.strip()) == 3):
-            currency = None
         return Offer(
             price=price,
-            currency=currency.strip().upper() if currency else None,
-            regular_price=_money(dig(data, self.regular_price)) if self.regular_price else None,
+            currency=resolve_currency(currency) if isinstance(currency, str) else None,
+            regular_price=(
+                parse_machine(dig(data, self.regular_price)) if self.regular_price else None
+            ),
             availability=(
-                _availability(dig(data, self.availability)) if self.availability else None
+                normalise_availability(dig(data, self.availability)) if self.availability else None
             ),
             source="api",
             price_text=str(dig(data, self.price)),
@@ -168,31 +169,6 @@ def dig(data: Any, path: str) -> Any:
         else:
             return None
     return data
-
-
-def _money(value: Any) -> Decimal | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        amount = Decimal(value.strip()) if isinstance(value, str) else Decimal(value)
-    except (InvalidOperation, TypeError, ValueError):
-        return None
-    if not amount.is_finite() or amount <= 0:
-        return None
-    return amount
-
-
-def _availability(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "InStock" if value else "OutOfStock"
-    if not isinstance(value, str):
-        return None
-    key = value.rsplit("/", 1)[-1].replace("_", "").replace(" ", "").replace("-", "").lower()
-    if key in {"instock", "available", "limitedavailability", "onlineonly", "instoreonly"}:
-        return "InStock"
-    if key in {"outofstock", "soldout", "unavailable", "discontinued"}:
-        return "OutOfStock"
-    return None
 
 
 @dataclass(frozen=True, slots=True)
