@@ -1,22 +1,24 @@
 """Item pipelines: validate, then store in batches and acknowledge the leases.
 
+Defaults of the settings below, and when to change them: ``pricewatch/settings.py``.
+
 ``ValidationPipeline`` settings:
-- ``PRICEWATCH_VALIDATE_MAX_PRICE`` (``"100000000"``): prices above are dropped as absurd.
-- ``PRICEWATCH_VALIDATE_BATCH_SIZE`` (100): items validated per executor hop.
-- ``PRICEWATCH_VALIDATE_MAX_WAIT`` (0.05 s): how long an item waits for its batch to fill.
+- ``PRICEWATCH_VALIDATE_MAX_PRICE``: prices above are dropped as absurd.
+- ``PRICEWATCH_VALIDATE_BATCH_SIZE``: items validated per executor hop.
+- ``PRICEWATCH_VALIDATE_MAX_WAIT``: how long an item waits for its batch to fill.
 
 ``StorePipeline`` settings:
-- ``PRICEWATCH_STORE_URL`` (``sqlite:///pricewatch.db``): the store backend.
-- ``PRICEWATCH_BATCH_SIZE`` (200): observations per write (one transaction).
-- ``PRICEWATCH_FLUSH_INTERVAL`` (1.0 s): a partial batch is written after this long.
-- ``PRICEWATCH_STORE_MAX_BUFFER`` (5000): observations held while the store is down;
+- ``PRICEWATCH_STORE_URL``: the store backend.
+- ``PRICEWATCH_BATCH_SIZE``: observations per write (one transaction).
+- ``PRICEWATCH_FLUSH_INTERVAL``: a partial batch is written after this long.
+- ``PRICEWATCH_STORE_MAX_BUFFER``: observations held while the store is down;
   when full, ``process_item`` waits, so the spider stops claiming new work.
-- ``PRICEWATCH_STORE_RETRY_MAX_DELAY`` (60 s): cap of the exponential backoff between
+- ``PRICEWATCH_STORE_RETRY_MAX_DELAY``: cap of the exponential backoff between
   write attempts while the store is unreachable.
-- ``PRICEWATCH_STORE_CLOSE_TIMEOUT`` (30 s): how long closing the crawl keeps retrying
+- ``PRICEWATCH_STORE_CLOSE_TIMEOUT``: how long closing the crawl keeps retrying
   the last writes; what is still unwritten then is not acknowledged, so its leases
   expire and the SKUs are fetched again (nothing is lost).
-- ``PRICEWATCH_STORE_OUTAGE_TIMEOUT`` (600 s): a store unreachable for longer ends the
+- ``PRICEWATCH_STORE_OUTAGE_TIMEOUT``: a store unreachable for longer ends the
   crawl with finish reason ``store_unavailable`` instead of hanging a cron job; the
   buffered observations are not acknowledged (fetched again by the next run).
 """
@@ -129,7 +131,7 @@ class ValidationPipeline:
         self.crawler = crawler
         self.resources = CrawlResources.of(crawler)
         settings = crawler.settings
-        raw_max = settings.get("PRICEWATCH_VALIDATE_MAX_PRICE", "100000000")
+        raw_max = settings.get("PRICEWATCH_VALIDATE_MAX_PRICE")
         try:
             self.max_price = Decimal(str(raw_max))
         except InvalidOperation:
@@ -138,10 +140,10 @@ class ValidationPipeline:
             raise ValueError(
                 f"PRICEWATCH_VALIDATE_MAX_PRICE must be a positive number, got {raw_max!r}"
             )
-        batch_size = settings.getint("PRICEWATCH_VALIDATE_BATCH_SIZE", 100)
+        batch_size = settings.getint("PRICEWATCH_VALIDATE_BATCH_SIZE")
         if batch_size < 1:
             raise ValueError(f"PRICEWATCH_VALIDATE_BATCH_SIZE must be >= 1, got {batch_size}")
-        max_wait = settings.getfloat("PRICEWATCH_VALIDATE_MAX_WAIT", 0.05)
+        max_wait = settings.getfloat("PRICEWATCH_VALIDATE_MAX_WAIT")
         self.offloader: BatchOffloader[OfferItem, Observation | InvalidOffer] = BatchOffloader(
             self._validate, batch_size, max_wait
         )
@@ -191,12 +193,12 @@ class StorePipeline:
         self.crawler = crawler
         self.resources = CrawlResources.of(crawler)
         settings = crawler.settings
-        self.batch_size = settings.getint("PRICEWATCH_BATCH_SIZE", 200)
-        self.flush_interval = settings.getfloat("PRICEWATCH_FLUSH_INTERVAL", 1.0)
-        self.max_buffer = settings.getint("PRICEWATCH_STORE_MAX_BUFFER", 5000)
-        self.retry_max_delay = settings.getfloat("PRICEWATCH_STORE_RETRY_MAX_DELAY", 60.0)
-        self.close_timeout = settings.getfloat("PRICEWATCH_STORE_CLOSE_TIMEOUT", 30.0)
-        self.outage_timeout = settings.getfloat("PRICEWATCH_STORE_OUTAGE_TIMEOUT", 600.0)
+        self.batch_size = settings.getint("PRICEWATCH_BATCH_SIZE")
+        self.flush_interval = settings.getfloat("PRICEWATCH_FLUSH_INTERVAL")
+        self.max_buffer = settings.getint("PRICEWATCH_STORE_MAX_BUFFER")
+        self.retry_max_delay = settings.getfloat("PRICEWATCH_STORE_RETRY_MAX_DELAY")
+        self.close_timeout = settings.getfloat("PRICEWATCH_STORE_CLOSE_TIMEOUT")
+        self.outage_timeout = settings.getfloat("PRICEWATCH_STORE_OUTAGE_TIMEOUT")
         for name, value, low in (
             ("PRICEWATCH_BATCH_SIZE", self.batch_size, 1),
             ("PRICEWATCH_FLUSH_INTERVAL", self.flush_interval, 0.01),

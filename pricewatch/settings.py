@@ -87,9 +87,12 @@ PRICEWATCH_BREAKER_MAX_COOLDOWN = 3600.0
 PRICEWATCH_BREAKER_STATUS_CODES = [403, 429, 503]
 # Seconds before a request that arrived while the probe was in flight is tried again.
 PRICEWATCH_BREAKER_HALF_OPEN_RETRY = 5.0
+# Seconds after which a probe with no answer no longer holds back the next one. None:
+# DOWNLOAD_TIMEOUT + 10 (whatever DOWNLOAD_TIMEOUT is set to), enough for any download.
+PRICEWATCH_BREAKER_PROBE_TIMEOUT: float | None = None
 # Case-insensitive strings that mark a 200 page as a CAPTCHA/bot wall (outcome `blocked`,
 # never `no_price` nor out of stock), searched in the first PRICEWATCH_CHALLENGE_SCAN_BYTES
-# of the body. Add your shops' walls; the defaults are pricewatch.politeness.DEFAULT_MARKERS.
+# of the body. Add your shops' walls; an empty list turns detection off.
 # fmt: off
 PRICEWATCH_CHALLENGE_MARKERS = [
     "g-recaptcha", "h-captcha", "cf-challenge", "challenge-platform", "challenge-form",
@@ -166,8 +169,8 @@ PRICEWATCH_BROWSER_CONTEXT_PAGES = 100
 PRICEWATCH_BROWSER_WAIT_UNTIL = "domcontentloaded"
 # Resource types the browser never downloads (Playwright names); [] downloads everything.
 PRICEWATCH_BROWSER_BLOCK_RESOURCES = ["image", "media", "font", "stylesheet"]
-# URLs (regular expressions) never downloaded: tag managers, analytics, beacons. The default
-# list is pricewatch.browser.blocking.BLOCK_URLS; add a shop's own trackers here.
+# URLs (regular expressions) never downloaded: tag managers, analytics, beacons. Add a shop's
+# own trackers here; [] downloads them all.
 # fmt: off
 PRICEWATCH_BROWSER_BLOCK_URLS = [
     r"googletagmanager\.com", r"google-analytics\.com", r"doubleclick\.net",
@@ -210,9 +213,9 @@ PRICEWATCH_FRONTIER_CLAIM_BATCH = 64
 PRICEWATCH_FRONTIER_POLL_INTERVAL = 5.0
 # Leases one crawler process fetches at once (claimed, fetch not ended): bounds what a
 # crash hands back to the lease TTL, with the offers waiting for the store (at most
-# PRICEWATCH_STORE_MAX_BUFFER). Default 2 x CONCURRENT_REQUESTS, so the downloader never
-# starves while the next claim is in flight.
-PRICEWATCH_MAX_OUTSTANDING = 2 * CONCURRENT_REQUESTS
+# PRICEWATCH_STORE_MAX_BUFFER). None: 2 x CONCURRENT_REQUESTS (whatever that is set to,
+# -s included), so the downloader never starves while the next claim is in flight.
+PRICEWATCH_MAX_OUTSTANDING: int | None = None
 # -- Frontier: velocity scoring, health, caps (pricewatch/frontier/scoring.py has the formula).
 # After a successful fetch the next check is due in
 #   INTERVAL / importance / (1 + VELOCITY_WEIGHT * velocity) * (1 + HEALTH_WEIGHT * (1 - health))

@@ -1,13 +1,37 @@
-"""Helpers for tests that run the project's commands as subprocesses."""
+"""Helpers for tests: the project's settings for components built in-process, and the
+project's commands run as subprocesses."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+import pricewatch.settings
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def project_settings(overrides: Mapping[str, Any] | None = None, /, **more: Any) -> dict[str, Any]:
+    """The project's own settings (``PRICEWATCH_*``) as ``pricewatch/settings.py`` sets them,
+    then ``overrides`` and ``more``: for ``get_crawler(settings_dict=...)`` and ``Settings(...)``.
+
+    Components read their settings without repeating the defaults, which live in
+    ``settings.py`` only, while ``get_crawler`` and ``Settings()`` start from Scrapy's
+    defaults. Scrapy's own settings keep Scrapy's defaults here (a unit test builds one
+    component, not the project's crawl); override them as needed.
+    """
+    values = {
+        name: getattr(pricewatch.settings, name)
+        for name in dir(pricewatch.settings)
+        if name.startswith("PRICEWATCH_")
+    }
+    values.update(overrides or {})
+    values.update(more)
+    return values
 
 
 def scrapy_env(tmp_path: Path, **extra: str) -> dict[str, str]:

@@ -24,6 +24,7 @@ from pricewatch.meta import BREAKER_PROBE_META as PROBE_META
 from pricewatch.politeness.breaker import CircuitBreakerMiddleware, State
 
 from .fixtures.redis import MakeFrontier
+from .helpers import project_settings
 
 THRESHOLD_IN_BUILD = 3
 SHOP = "shop-a.test"
@@ -56,7 +57,7 @@ def build(tmp_path: Path, **settings: Any) -> tuple[CircuitBreakerMiddleware, Cl
         "PRICEWATCH_BREAKER_HALF_OPEN_RETRY": 3.0,
     }
     base.update(settings)
-    crawler = get_crawler(settings_dict=base)
+    crawler = get_crawler(settings_dict=project_settings(base))
     mw = CircuitBreakerMiddleware.from_crawler(crawler)
     clock = Clock()
     mw.clock = clock

@@ -24,7 +24,7 @@ from scrapy.settings import Settings
 from pricewatch.frontier import Entry, frontier_from_settings
 
 from .fixtures.sandbox import SandboxProcess
-from .helpers import scrapy, scrapy_env, start_scrapy
+from .helpers import project_settings, scrapy, scrapy_env, start_scrapy
 
 FAST = ["-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False", "-s", "LOG_LEVEL=INFO"]
 # What a JS page references and the browser must not download (pricewatch.browser.blocking),
@@ -36,7 +36,9 @@ def seed(env: dict[str, str], urls: list[str]) -> None:
     """Schedule ``urls`` in the crawl's frontier (in-process: one subprocess fewer)."""
 
     async def add() -> None:
-        settings = Settings({"PRICEWATCH_FRONTIER_URL": env["PRICEWATCH_FRONTIER_URL"]})
+        settings = Settings(
+            project_settings(PRICEWATCH_FRONTIER_URL=env["PRICEWATCH_FRONTIER_URL"])
+        )
         frontier = frontier_from_settings(settings)
         await frontier.open()
         try:

@@ -15,9 +15,11 @@ from pricewatch.browser.learned import (
     browser_domains_from_settings,
 )
 
+from .helpers import project_settings
+
 
 def _store(url: str):  # noqa: ANN202 - either backend
-    return browser_domains_from_settings(Settings({"PRICEWATCH_FRONTIER_URL": url}))
+    return browser_domains_from_settings(Settings(project_settings(PRICEWATCH_FRONTIER_URL=url)))
 
 
 async def test_learned_domains_survive_a_new_connection(frontier_url: str) -> None:

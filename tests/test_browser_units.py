@@ -15,11 +15,15 @@ from scrapy.utils.test import get_crawler
 
 from pricewatch.browser import BrowserAddon, BrowserNotFound, BrowserRouter, ResourceBlocker
 from pricewatch.browser._signals import client_rendering_signs, product_like
-from pricewatch.browser.blocking import BLOCK_RESOURCES, BLOCK_URLS, skip_favicon
+from pricewatch.browser.blocking import skip_favicon
 from pricewatch.browser.discovery import chromium_args, launch_options
 from pricewatch.meta import BROWSER_CAPTURE_META as CAPTURE_META
 from pricewatch.meta import BROWSER_META
+from pricewatch.settings import PRICEWATCH_BROWSER_BLOCK_RESOURCES as BLOCK_RESOURCES
+from pricewatch.settings import PRICEWATCH_BROWSER_BLOCK_URLS as BLOCK_URLS
 from pricewatch.spiders.products import ProductSpider
+
+from .helpers import project_settings
 
 SYSTEM_CHROMIUM = "/usr/lib/chromium/chromium"
 needs_chromium = pytest.mark.skipif(
@@ -230,7 +234,7 @@ def _router(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **settings: Any) ->
         "PRICEWATCH_FRONTIER_URL": f"sqlite:///{tmp_path / 'pw.db'}",
         "PRICEWATCH_BROWSER_SYSTEM_CHROMIUM": [_executable(tmp_path / "chromium")],
     }
-    crawler = get_crawler(ProductSpider, settings_dict={**base, **settings})
+    crawler = get_crawler(ProductSpider, settings_dict=project_settings(base, **settings))
     return BrowserRouter.of(crawler)
 
 

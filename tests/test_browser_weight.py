@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 
-from pricewatch.browser.blocking import BLOCK_RESOURCES, BLOCK_URLS, ResourceBlocker, skip_favicon
+from pricewatch.browser.blocking import ResourceBlocker, skip_favicon
 from pricewatch.browser.discovery import chromium_args
 from pricewatch.sandbox import Sandbox
 from pricewatch.sandbox._locale import LOCALES
+from pricewatch.settings import PRICEWATCH_BROWSER_BLOCK_RESOURCES as BLOCK_RESOURCES
+from pricewatch.settings import PRICEWATCH_BROWSER_BLOCK_URLS as BLOCK_URLS
 
 SYSTEM_CHROMIUM = "/usr/lib/chromium/chromium"
 pytestmark = pytest.mark.skipif(

@@ -31,7 +31,7 @@ from pricewatch.outcomes import Outcome
 from pricewatch.spiders.products import ProductSpider
 
 from .fixtures.sandbox import SandboxProcess
-from .helpers import scrapy, scrapy_env
+from .helpers import project_settings, scrapy, scrapy_env
 
 N, CAP = 8, 2
 
@@ -68,7 +68,7 @@ async def test_start_keeps_claiming_while_a_completion_is_on_its_way(tmp_path: P
     frontier = HeldFrontier(url, SchedulePolicy(domain_max_inflight=CAP))
     await frontier.open()
     await frontier.add([Entry(f"https://shop.test/p/{i}") for i in range(N)])
-    crawler = get_crawler(ProductSpider, {"PRICEWATCH_FRONTIER_URL": url})
+    crawler = get_crawler(ProductSpider, project_settings(PRICEWATCH_FRONTIER_URL=url))
     spider = ProductSpider.from_crawler(crawler)
     resources = CrawlResources.of(crawler)
     resources._frontier = frontier  # the crawl uses the held frontier
@@ -112,7 +112,7 @@ async def test_a_released_lease_frees_the_cap_for_the_next_claim(tmp_path: Path)
     frontier = SQLiteFrontier(url, SchedulePolicy(domain_max_inflight=1))
     await frontier.open()
     await frontier.add([Entry(f"https://shop.test/p/{i}") for i in range(3)])
-    crawler = get_crawler(ProductSpider, {"PRICEWATCH_FRONTIER_URL": url})
+    crawler = get_crawler(ProductSpider, project_settings(PRICEWATCH_FRONTIER_URL=url))
     spider = ProductSpider.from_crawler(crawler)
     resources = CrawlResources.of(crawler)
     resources._frontier = frontier
@@ -173,7 +173,7 @@ async def test_a_release_the_frontier_cannot_take_is_counted_and_changes_nothing
     frontier = UnreachableOnRelease(url, SchedulePolicy(domain_max_inflight=1))
     await frontier.open()
     await frontier.add([Entry(f"https://shop.test/p/{i}") for i in range(2)])
-    crawler = get_crawler(ProductSpider, {"PRICEWATCH_FRONTIER_URL": url})
+    crawler = get_crawler(ProductSpider, project_settings(PRICEWATCH_FRONTIER_URL=url))
     crawler.stats.open_spider()  # type: ignore[union-attr]
     resources = CrawlResources.of(crawler)
     resources._frontier = frontier

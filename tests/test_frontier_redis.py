@@ -26,6 +26,7 @@ from pricewatch.frontier.keys import Keys, entry_id
 from pricewatch.frontier.redis import RedisFrontier, pack_url, unpack_url
 from pricewatch.outcomes import Outcome
 from tests.fixtures.redis import REDIS_URL
+from tests.helpers import project_settings
 
 
 @pytest.fixture
@@ -141,11 +142,11 @@ async def test_namespace_and_timeout_are_validated() -> None:
 
 async def test_settings_select_redis_and_its_namespace(redis_namespace: str) -> None:
     settings = Settings(
-        {
-            "PRICEWATCH_FRONTIER_URL": REDIS_URL,
-            "PRICEWATCH_FRONTIER_REDIS_NAMESPACE": redis_namespace,
-            "PRICEWATCH_DOMAIN_MAX_INFLIGHT": 3,
-        }
+        project_settings(
+            PRICEWATCH_FRONTIER_URL=REDIS_URL,
+            PRICEWATCH_FRONTIER_REDIS_NAMESPACE=redis_namespace,
+            PRICEWATCH_DOMAIN_MAX_INFLIGHT=3,
+        )
     )
     frontier = frontier_from_settings(settings)
     assert isinstance(frontier, RedisFrontier)

@@ -9,6 +9,8 @@ from pricewatch.frontier import Completion, Lease, SchedulePolicy, policy_from_s
 from pricewatch.frontier.scoring import History, transition, updated_health, velocity
 from pricewatch.outcomes import Outcome
 
+from .helpers import project_settings
+
 POLICY = SchedulePolicy(
     interval=1000,
     min_interval=10,
@@ -118,15 +120,15 @@ def test_the_policy_method_keeps_its_old_signature() -> None:
 def test_settings_reach_the_policy() -> None:
     policy = policy_from_settings(
         Settings(
-            {
-                "PRICEWATCH_FRONTIER_VELOCITY_WEIGHT": "5",
-                "PRICEWATCH_FRONTIER_VELOCITY_PRIOR": "1",
-                "PRICEWATCH_FRONTIER_VELOCITY_WINDOW": "20",
-                "PRICEWATCH_FRONTIER_HEALTH_WEIGHT": "0",
-                "PRICEWATCH_FRONTIER_HEALTH_ALPHA": "0.3",
-                "PRICEWATCH_FRONTIER_RETIRE_UNSEEN": "86400",
-                "PRICEWATCH_DOMAIN_MAX_INFLIGHT": "0",
-            }
+            project_settings(
+                PRICEWATCH_FRONTIER_VELOCITY_WEIGHT="5",
+                PRICEWATCH_FRONTIER_VELOCITY_PRIOR="1",
+                PRICEWATCH_FRONTIER_VELOCITY_WINDOW="20",
+                PRICEWATCH_FRONTIER_HEALTH_WEIGHT="0",
+                PRICEWATCH_FRONTIER_HEALTH_ALPHA="0.3",
+                PRICEWATCH_FRONTIER_RETIRE_UNSEEN="86400",
+                PRICEWATCH_DOMAIN_MAX_INFLIGHT="0",
+            )
         )
     )
     assert (policy.velocity_weight, policy.velocity_prior, policy.velocity_window) == (5, 1, 20)
@@ -148,6 +150,6 @@ def test_settings_reach_the_policy() -> None:
 )
 def test_invalid_settings_name_the_setting(name: str, value: object, message: str) -> None:
     with pytest.raises(ValueError) as caught:
-        policy_from_settings(Settings({name: value}))
+        policy_from_settings(Settings(project_settings({name: value})))
     assert name in str(caught.value)
     assert message in str(caught.value)

@@ -23,6 +23,8 @@ from pricewatch.meta import NOT_BEFORE_META
 from pricewatch.politeness.backoff import BackoffPolicy, BackoffRetryMiddleware
 from pricewatch.politeness.scheduler import BackoffScheduler
 
+from .helpers import project_settings
+
 SCHEDULER = "pricewatch.politeness.scheduler.BackoffScheduler"
 # Scrapy's default DownloaderAwarePriorityQueue needs a running engine.
 SCHEDULER_SETTINGS = {
@@ -41,7 +43,7 @@ def build(**settings: Any) -> BackoffRetryMiddleware:
         "DOWNLOAD_TIMEOUT": 30,
     }
     base.update(settings)
-    crawler = get_crawler(Spider, settings_dict=base)
+    crawler = get_crawler(Spider, settings_dict=project_settings(base))
     crawler.spider = Spider("test")  # what get_retry_request reads its settings from
     crawler.spider.crawler = crawler
     mw = BackoffRetryMiddleware.from_crawler(crawler)
@@ -209,7 +211,7 @@ def test_a_wait_that_outlives_the_lease_goes_to_the_frontier() -> None:
 
 
 async def test_scheduler_holds_a_request_until_its_time() -> None:
-    crawler = get_crawler(Spider, settings_dict=SCHEDULER_SETTINGS)
+    crawler = get_crawler(Spider, settings_dict=project_settings(SCHEDULER_SETTINGS))
     scheduler = BackoffScheduler.from_crawler(crawler)
     scheduler.open(Spider("test"))
     try:
@@ -231,7 +233,7 @@ async def test_scheduler_holds_a_request_until_its_time() -> None:
 
 
 async def test_scheduler_releases_in_time_order_and_counts_abandoned_on_close() -> None:
-    crawler = get_crawler(Spider, settings_dict=SCHEDULER_SETTINGS)
+    crawler = get_crawler(Spider, settings_dict=project_settings(SCHEDULER_SETTINGS))
     scheduler = BackoffScheduler.from_crawler(crawler)
     scheduler.open(Spider("test"))
     t = time.monotonic()

@@ -26,6 +26,7 @@ from pricewatch.politeness.fallback import (
 )
 
 from .fixtures.sandbox import SandboxProcess
+from .helpers import project_settings
 from .test_politeness_crawl import FollowCrawl, seed
 
 SOURCE = {
@@ -83,17 +84,19 @@ def test_invalid_sources_name_the_setting(raw: Any, message: str) -> None:
 )
 def test_invalid_fallback_settings(settings: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as info:
-        FallbackConfig.from_settings(get_crawler(settings_dict=settings).settings)
+        FallbackConfig.from_settings(get_crawler(settings_dict=project_settings(settings)).settings)
     assert str(info.value) == message
 
 
 def test_components_are_off_without_sources() -> None:
-    crawler = get_crawler(settings_dict={"PRICEWATCH_FALLBACK_CROSSCHECK": 0.5})
+    crawler = get_crawler(settings_dict=project_settings(PRICEWATCH_FALLBACK_CROSSCHECK=0.5))
     with pytest.raises(NotConfigured):
         OfficialSourceMiddleware.from_crawler(crawler)
     with pytest.raises(NotConfigured):
         OfficialCrossCheckMiddleware.from_crawler(crawler)
-    crawler = get_crawler(settings_dict={"PRICEWATCH_OFFICIAL_SOURCES": {"shop.test": SOURCE}})
+    crawler = get_crawler(
+        settings_dict=project_settings(PRICEWATCH_OFFICIAL_SOURCES={"shop.test": SOURCE})
+    )
     assert OfficialSourceMiddleware.from_crawler(crawler).config.sources["shop.test"].price
     with pytest.raises(NotConfigured):  # cross-checking is off by default
         OfficialCrossCheckMiddleware.from_crawler(crawler)

@@ -17,6 +17,8 @@ from pricewatch.pipelines import BatchOffloader, ValidationPipeline
 from pricewatch.spiders.products import ProductSpider
 from pricewatch.validation import InvalidOffer, redact, validate
 
+from .helpers import project_settings
+
 MAX = Decimal("100000000")
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -137,7 +139,7 @@ async def test_offloader_propagates_worker_errors() -> None:
 
 
 def _pipeline(**settings: object) -> ValidationPipeline:
-    crawler = get_crawler(ProductSpider, settings_dict=settings)
+    crawler = get_crawler(ProductSpider, settings_dict=project_settings(settings))
     crawler.spider = crawler._create_spider()
     return ValidationPipeline.from_crawler(crawler)
 

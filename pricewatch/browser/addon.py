@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pricewatch.browser.blocking import BLOCK_RESOURCES, BLOCK_URLS, ResourceBlocker
-from pricewatch.browser.discovery import SYSTEM_CHROMIUM, BrowserNotFound, launch_options
+from pricewatch.browser.blocking import ResourceBlocker
+from pricewatch.browser.discovery import BrowserNotFound, launch_options
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -30,9 +30,7 @@ _REMOTE = ("PLAYWRIGHT_CDP_URL", "PLAYWRIGHT_CONNECT_URL")
 
 
 def _candidates(settings: BaseSettings) -> list[str]:
-    if "PRICEWATCH_BROWSER_SYSTEM_CHROMIUM" in settings:
-        return settings.getlist("PRICEWATCH_BROWSER_SYSTEM_CHROMIUM")
-    return list(SYSTEM_CHROMIUM)
+    return settings.getlist("PRICEWATCH_BROWSER_SYSTEM_CHROMIUM")
 
 
 def browser_availability(settings: BaseSettings) -> str | None:
@@ -66,18 +64,8 @@ class BrowserAddon:
             else:
                 settings.set("PLAYWRIGHT_LAUNCH_OPTIONS", options, priority="addon")
         if not settings.get("PLAYWRIGHT_ABORT_REQUEST"):
-            types = (
-                settings.getlist("PRICEWATCH_BROWSER_BLOCK_RESOURCES")
-                if "PRICEWATCH_BROWSER_BLOCK_RESOURCES" in settings
-                else list(BLOCK_RESOURCES)
-            )
-            urls = (
-                settings.getlist("PRICEWATCH_BROWSER_BLOCK_URLS")
-                if "PRICEWATCH_BROWSER_BLOCK_URLS" in settings
-                else list(BLOCK_URLS)
-            )
-            types = [t for t in types if t.strip()]
-            urls = [u for u in urls if u.strip()]
+            types = [t for t in settings.getlist("PRICEWATCH_BROWSER_BLOCK_RESOURCES") if t.strip()]
+            urls = [u for u in settings.getlist("PRICEWATCH_BROWSER_BLOCK_URLS") if u.strip()]
             if types or urls:
                 settings.set(
                     "PLAYWRIGHT_ABORT_REQUEST", ResourceBlocker(types, urls), priority="addon"

@@ -5,12 +5,11 @@ stylesheets and trackers only cost time and memory. :class:`ResourceBlocker` is 
 predicate scrapy-playwright calls for every request a page makes (True = abort).
 
 Settings (read by :class:`pricewatch.browser.BrowserAddon`, which installs the blocker as
-``PLAYWRIGHT_ABORT_REQUEST`` unless that is set):
-- ``PRICEWATCH_BROWSER_BLOCK_RESOURCES`` (image, media, font, stylesheet): Playwright
-  resource types aborted. Empty: none.
-- ``PRICEWATCH_BROWSER_BLOCK_URLS`` (tag managers, analytics, ad and session-replay
-  hosts): regular expressions searched in every request URL; a match is aborted whatever
-  its type. Empty: none.
+``PLAYWRIGHT_ABORT_REQUEST`` unless that is set; defaults: ``pricewatch/settings.py``):
+- ``PRICEWATCH_BROWSER_BLOCK_RESOURCES``: Playwright resource types aborted. Empty: none.
+- ``PRICEWATCH_BROWSER_BLOCK_URLS``: regular expressions (tag managers, analytics, ad and
+  session-replay hosts) searched in every request URL; a match is aborted whatever its
+  type. Empty: none.
 """
 
 from __future__ import annotations
@@ -18,20 +17,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import Any
-
-BLOCK_RESOURCES = ("image", "media", "font", "stylesheet")
-BLOCK_URLS = (
-    r"googletagmanager\.com",
-    r"google-analytics\.com",
-    r"doubleclick\.net",
-    r"connect\.facebook\.net",
-    r"hotjar\.com",
-    r"segment\.(?:io|com)",
-    r"clarity\.ms",
-    r"/gtm\.js",
-    r"/tagmanager/",
-    r"/(?:collect|beacon|pixel)(?:[/?]|$)",
-)
 
 
 def _is_main_frame(request: Any) -> bool:

@@ -2,11 +2,12 @@
 system Chromium, else Playwright's own download.
 
 Settings:
-- ``PLAYWRIGHT_LAUNCH_OPTIONS`` ({}): used as they are when not empty.
-- ``PRICEWATCH_BROWSER_SYSTEM_CHROMIUM`` (``["/usr/lib/chromium/chromium"]``): system
+- ``PLAYWRIGHT_LAUNCH_OPTIONS``: used as they are when not empty.
+- ``PRICEWATCH_BROWSER_SYSTEM_CHROMIUM`` (default in ``pricewatch/settings.py``): system
   Chromium binaries tried in order when ``PLAYWRIGHT_LAUNCH_OPTIONS`` is empty.
-- ``PLAYWRIGHT_BROWSER_TYPE`` ("chromium"): only Chromium is discovered; another type
-  needs ``PLAYWRIGHT_LAUNCH_OPTIONS`` or Playwright's own download.
+- ``PLAYWRIGHT_BROWSER_TYPE`` (scrapy-playwright's, "chromium" when unset): only Chromium
+  is discovered; another type needs ``PLAYWRIGHT_LAUNCH_OPTIONS`` or Playwright's own
+  download.
 
 The launch flags suit a closed network and a root user: headless, ``--no-sandbox`` when
 running as root, and Chromium's background networking (component updates, sync, first-run
@@ -19,8 +20,6 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-SYSTEM_CHROMIUM = ("/usr/lib/chromium/chromium",)
 
 CHROMIUM_ARGS = (
     "--disable-gpu",
@@ -73,7 +72,7 @@ def not_found_message(candidates: Sequence[str]) -> str:
 
 def launch_options(
     configured: Mapping[str, Any] | None,
-    candidates: Sequence[str] = SYSTEM_CHROMIUM,
+    candidates: Sequence[str],
     *,
     browser_type: str = "chromium",
     browsers_path: str | None = None,

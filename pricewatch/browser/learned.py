@@ -7,8 +7,8 @@ worker sharing that frontier routes it through the browser from then on, across 
 - SQLite: table ``browser_domains`` (domain, learned_at) in the frontier's file;
 - Redis: the set ``pricewatch:{<namespace>}:browser_domains`` (``Keys.browser_domains``).
 
-Settings: ``PRICEWATCH_FRONTIER_URL``, ``PRICEWATCH_FRONTIER_REDIS_NAMESPACE`` ("pw"),
-``PRICEWATCH_FRONTIER_REDIS_TIMEOUT`` (10 s). Calls are rare (a load at start and every
+Settings: ``PRICEWATCH_FRONTIER_URL``, ``PRICEWATCH_FRONTIER_REDIS_NAMESPACE``,
+``PRICEWATCH_FRONTIER_REDIS_TIMEOUT``. Calls are rare (a load at start and every
 ``PRICEWATCH_BROWSER_ROUTES_REFRESH`` seconds, a write per learned domain) and never block
 the event loop. Failures raise :class:`RoutingUnavailable` with the masked URL.
 """
@@ -21,6 +21,7 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING, Any
 
+from pricewatch import settings as defaults
 from pricewatch._urls import mask_password, scheme, sqlite_path
 
 if TYPE_CHECKING:
@@ -113,13 +114,18 @@ class SQLiteBrowserDomains(BrowserDomains):
 class RedisBrowserDomains(BrowserDomains):
     """A Redis set beside the Redis frontier's keys."""
 
-    def __init__(self, url: str, namespace: str | None = None, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        namespace: str = defaults.PRICEWATCH_FRONTIER_REDIS_NAMESPACE,
+        timeout: float = defaults.PRICEWATCH_FRONTIER_REDIS_TIMEOUT,
+    ) -> None:
         from pricewatch.frontier.keys import Keys
         from pricewatch.frontier.redis import split_namespace
 
         self.url = url
         self._redis_url, url_namespace = split_namespace(url)
-        self.key = Keys(url_namespace or namespace or "pw").browser_domains
+        self.key = Keys(url_namespace or namespace).browser_domains
         self._timeout = timeout
         self._client: Any = None
 
@@ -162,15 +168,15 @@ class RedisBrowserDomains(BrowserDomains):
 
 def browser_domains_from_settings(settings: BaseSettings) -> BrowserDomains:
     """The learned-routes store beside the frontier named by ``PRICEWATCH_FRONTIER_URL``."""
-    url = settings.get("PRICEWATCH_FRONTIER_URL") or "sqlite:///pricewatch.db"
+    url = settings["PRICEWATCH_FRONTIER_URL"]
     kind = scheme(url)
     if kind == "sqlite":
         return SQLiteBrowserDomains(url)
     if kind in ("redis", "rediss", "unix"):
         return RedisBrowserDomains(
             url,
-            namespace=settings.get("PRICEWATCH_FRONTIER_REDIS_NAMESPACE") or "pw",
-            timeout=settings.getfloat("PRICEWATCH_FRONTIER_REDIS_TIMEOUT", 10.0),
+            namespace=settings["PRICEWATCH_FRONTIER_REDIS_NAMESPACE"],
+            timeout=settings.getfloat("PRICEWATCH_FRONTIER_REDIS_TIMEOUT"),
         )
     raise ValueError(
         f"PRICEWATCH_FRONTIER_URL must be sqlite:///… or redis://…, got {mask_password(url)!r}"

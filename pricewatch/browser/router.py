@@ -13,23 +13,23 @@ the learned routes when the spider opens). The ``products`` spider asks it to:
   ``PRICEWATCH_BROWSER_WAIT_TIMEOUT``); a retry that finds a price teaches the domain;
 - ``release(meta)``: close the page (on success and on error) and recycle contexts.
 
-Settings:
-- ``PRICEWATCH_JS_DOMAINS`` ([]): hosts always fetched through the browser (a listed
+Settings (defaults and when to change them: ``pricewatch/settings.py``):
+- ``PRICEWATCH_JS_DOMAINS``: hosts always fetched through the browser (a listed
   domain also covers its subdomains).
-- ``PRICEWATCH_BROWSER_LEARN`` (True): learned routing on/off.
-- ``PRICEWATCH_BROWSER_LEARN_TRIES`` (3): browser retries of one domain, in one crawl,
+- ``PRICEWATCH_BROWSER_LEARN``: learned routing on/off.
+- ``PRICEWATCH_BROWSER_LEARN_TRIES``: browser retries of one domain, in one crawl,
   that find no price before the crawl stops retrying that domain.
-- ``PRICEWATCH_BROWSER_ROUTES_REFRESH`` (60 s): how often learned routes are reloaded
+- ``PRICEWATCH_BROWSER_ROUTES_REFRESH``: how often learned routes are reloaded
   from the frontier backend (routes learned by other workers).
-- ``PRICEWATCH_BROWSER_WAIT_TIMEOUT`` (10 s): wait for the XHR or the price node.
-- ``PRICEWATCH_BROWSER_PRICE_SELECTORS`` ({}): host -> CSS selector of the price node
+- ``PRICEWATCH_BROWSER_WAIT_TIMEOUT``: wait for the XHR or the price node.
+- ``PRICEWATCH_BROWSER_PRICE_SELECTORS``: host -> CSS selector of the price node
   (default :data:`PRICE_SELECTOR`).
-- ``PRICEWATCH_BROWSER_XHR_PATTERNS`` ({}): host -> regular expressions of the URLs whose
+- ``PRICEWATCH_BROWSER_XHR_PATTERNS``: host -> regular expressions of the URLs whose
   JSON carries the offer ([] = capture nothing, DOM only); other hosts: product-like JSON.
-- ``PRICEWATCH_BROWSER_CONTEXT_PAGES`` (100): pages per browser context before the next
+- ``PRICEWATCH_BROWSER_CONTEXT_PAGES``: pages per browser context before the next
   pages go to a fresh context and the old one is closed once its pages are done.
-- ``PRICEWATCH_BROWSER_WAIT_UNTIL`` ("domcontentloaded"): the navigation's ``wait_until``.
-- ``PRICEWATCH_DOMAIN_CURRENCY`` ({}): host -> ISO code, for the extractors.
+- ``PRICEWATCH_BROWSER_WAIT_UNTIL``: the navigation's ``wait_until``.
+- ``PRICEWATCH_DOMAIN_CURRENCY``: host -> ISO code, for the extractors.
 """
 
 from __future__ import annotations
@@ -86,12 +86,12 @@ class BrowserRouter:
         self.declared = frozenset(
             d.strip().lower() for d in settings.getlist("PRICEWATCH_JS_DOMAINS")
         )
-        self.learn_enabled = settings.getbool("PRICEWATCH_BROWSER_LEARN", True)
-        self.learn_tries = settings.getint("PRICEWATCH_BROWSER_LEARN_TRIES", 3)
-        self.refresh_every = settings.getfloat("PRICEWATCH_BROWSER_ROUTES_REFRESH", 60.0)
-        self.wait_timeout = settings.getfloat("PRICEWATCH_BROWSER_WAIT_TIMEOUT", 10.0)
-        self.context_pages = settings.getint("PRICEWATCH_BROWSER_CONTEXT_PAGES", 100)
-        self.wait_until = settings.get("PRICEWATCH_BROWSER_WAIT_UNTIL") or "domcontentloaded"
+        self.learn_enabled = settings.getbool("PRICEWATCH_BROWSER_LEARN")
+        self.learn_tries = settings.getint("PRICEWATCH_BROWSER_LEARN_TRIES")
+        self.refresh_every = settings.getfloat("PRICEWATCH_BROWSER_ROUTES_REFRESH")
+        self.wait_timeout = settings.getfloat("PRICEWATCH_BROWSER_WAIT_TIMEOUT")
+        self.context_pages = settings.getint("PRICEWATCH_BROWSER_CONTEXT_PAGES")
+        self.wait_until = settings.get("PRICEWATCH_BROWSER_WAIT_UNTIL")
         self.selectors = {
             h.lower(): str(s)
             for h, s in settings.getdict("PRICEWATCH_BROWSER_PRICE_SELECTORS").items()

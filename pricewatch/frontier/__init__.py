@@ -40,20 +40,20 @@ __all__ = [
 
 def policy_from_settings(settings: BaseSettings) -> SchedulePolicy:
     policy = SchedulePolicy(
-        interval=settings.getfloat("PRICEWATCH_FRONTIER_INTERVAL", 3600),
-        min_interval=settings.getfloat("PRICEWATCH_FRONTIER_MIN_INTERVAL", 300),
-        max_interval=settings.getfloat("PRICEWATCH_FRONTIER_MAX_INTERVAL", 7 * 86400),
-        retry_delay=settings.getfloat("PRICEWATCH_FRONTIER_RETRY_DELAY", 60),
-        lease_ttl=settings.getfloat("PRICEWATCH_FRONTIER_LEASE_TTL", 300),
-        max_attempts=settings.getint("PRICEWATCH_FRONTIER_MAX_ATTEMPTS", 5),
-        gone_limit=settings.getint("PRICEWATCH_FRONTIER_GONE_LIMIT", 3),
-        velocity_weight=settings.getfloat("PRICEWATCH_FRONTIER_VELOCITY_WEIGHT", 3.0),
-        velocity_prior=settings.getfloat("PRICEWATCH_FRONTIER_VELOCITY_PRIOR", 2.0),
-        velocity_window=settings.getint("PRICEWATCH_FRONTIER_VELOCITY_WINDOW", 50),
-        health_weight=settings.getfloat("PRICEWATCH_FRONTIER_HEALTH_WEIGHT", 2.0),
-        health_alpha=settings.getfloat("PRICEWATCH_FRONTIER_HEALTH_ALPHA", 0.1),
-        retire_unseen=settings.getfloat("PRICEWATCH_FRONTIER_RETIRE_UNSEEN", 0),
-        domain_max_inflight=settings.getint("PRICEWATCH_DOMAIN_MAX_INFLIGHT", 64),
+        interval=settings.getfloat("PRICEWATCH_FRONTIER_INTERVAL"),
+        min_interval=settings.getfloat("PRICEWATCH_FRONTIER_MIN_INTERVAL"),
+        max_interval=settings.getfloat("PRICEWATCH_FRONTIER_MAX_INTERVAL"),
+        retry_delay=settings.getfloat("PRICEWATCH_FRONTIER_RETRY_DELAY"),
+        lease_ttl=settings.getfloat("PRICEWATCH_FRONTIER_LEASE_TTL"),
+        max_attempts=settings.getint("PRICEWATCH_FRONTIER_MAX_ATTEMPTS"),
+        gone_limit=settings.getint("PRICEWATCH_FRONTIER_GONE_LIMIT"),
+        velocity_weight=settings.getfloat("PRICEWATCH_FRONTIER_VELOCITY_WEIGHT"),
+        velocity_prior=settings.getfloat("PRICEWATCH_FRONTIER_VELOCITY_PRIOR"),
+        velocity_window=settings.getint("PRICEWATCH_FRONTIER_VELOCITY_WINDOW"),
+        health_weight=settings.getfloat("PRICEWATCH_FRONTIER_HEALTH_WEIGHT"),
+        health_alpha=settings.getfloat("PRICEWATCH_FRONTIER_HEALTH_ALPHA"),
+        retire_unseen=settings.getfloat("PRICEWATCH_FRONTIER_RETIRE_UNSEEN"),
+        domain_max_inflight=settings.getint("PRICEWATCH_DOMAIN_MAX_INFLIGHT"),
     )
     for name in ("interval", "lease_ttl", "retry_delay"):
         if getattr(policy, name) <= 0:
@@ -113,5 +113,5 @@ def frontier_from_url(
 
 def frontier_from_settings(settings: BaseSettings) -> Frontier:
     """Build (not open) the frontier named by ``PRICEWATCH_FRONTIER_URL``."""
-    url = settings.get("PRICEWATCH_FRONTIER_URL") or "sqlite:///pricewatch.db"
+    url = settings["PRICEWATCH_FRONTIER_URL"]
     return frontier_from_url(url, policy_from_settings(settings), settings)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import abc
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from pricewatch import settings as defaults
 from pricewatch.outcomes import Outcome
 
 
@@ -86,34 +87,34 @@ class EntryInfo:
 
 @dataclass(frozen=True, slots=True)
 class SchedulePolicy:
-    """The due-time rule shared by every backend (settings ``PRICEWATCH_FRONTIER_*``).
+    """The due-time rule shared by every backend (settings ``PRICEWATCH_FRONTIER_*``; a
+    policy built without them has the defaults of ``pricewatch/settings.py``).
 
     The formula lives in :mod:`pricewatch.frontier.scoring`; this holds its weights.
     """
 
-    interval: float = 3600.0
-    min_interval: float = 300.0
-    max_interval: float = 7 * 86400.0
-    retry_delay: float = 60.0
-    lease_ttl: float = 300.0
-    max_attempts: int = 5
-    gone_limit: int = 3
-    extra: dict[str, float] = field(default_factory=dict)
+    interval: float = defaults.PRICEWATCH_FRONTIER_INTERVAL
+    min_interval: float = defaults.PRICEWATCH_FRONTIER_MIN_INTERVAL
+    max_interval: float = defaults.PRICEWATCH_FRONTIER_MAX_INTERVAL
+    retry_delay: float = defaults.PRICEWATCH_FRONTIER_RETRY_DELAY
+    lease_ttl: float = defaults.PRICEWATCH_FRONTIER_LEASE_TTL
+    max_attempts: int = defaults.PRICEWATCH_FRONTIER_MAX_ATTEMPTS
+    gone_limit: int = defaults.PRICEWATCH_FRONTIER_GONE_LIMIT
     # Velocity: the interval is divided by 1 + velocity_weight * changes / (checks + prior).
-    velocity_weight: float = 3.0
-    velocity_prior: float = 2.0
+    velocity_weight: float = defaults.PRICEWATCH_FRONTIER_VELOCITY_WEIGHT
+    velocity_prior: float = defaults.PRICEWATCH_FRONTIER_VELOCITY_PRIOR
     # Checks after which the change history is halved, so old behaviour fades.
-    velocity_window: int = 50
+    velocity_window: int = defaults.PRICEWATCH_FRONTIER_VELOCITY_WINDOW
     # Domain health: an EWMA of fetch success (alpha per outcome); delays are multiplied by
     # 1 + health_weight * (1 - health).
-    health_weight: float = 2.0
-    health_alpha: float = 0.1
+    health_weight: float = defaults.PRICEWATCH_FRONTIER_HEALTH_WEIGHT
+    health_alpha: float = defaults.PRICEWATCH_FRONTIER_HEALTH_ALPHA
     # Seconds without a successful fetch or a re-seed after which a failing entry is
     # retired (0 = never).
-    retire_unseen: float = 0.0
+    retire_unseen: float = defaults.PRICEWATCH_FRONTIER_RETIRE_UNSEEN
     # Leases being fetched per domain across all workers (0 = no cap): from the claim until
     # release_slots() or complete().
-    domain_max_inflight: int = 64
+    domain_max_inflight: int = defaults.PRICEWATCH_DOMAIN_MAX_INFLIGHT
 
     def next_delay(
         self,

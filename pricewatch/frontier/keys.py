@@ -51,7 +51,7 @@ def entry_id(url: str) -> str:
 
 
 class Keys:
-    def __init__(self, namespace: str = "pw") -> None:
+    def __init__(self, namespace: str) -> None:
         if not _NAMESPACE.match(namespace):
             raise ValueError(
                 "PRICEWATCH_FRONTIER_REDIS_NAMESPACE must be 1-64 characters of "

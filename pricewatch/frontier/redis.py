@@ -1,9 +1,10 @@
 """The shared frontier: one schedule in Redis for many crawler processes.
 
-Settings: ``PRICEWATCH_FRONTIER_URL`` (``redis://host:6379/0``; a ``?namespace=NAME``
-query parameter overrides the setting below), ``PRICEWATCH_FRONTIER_REDIS_NAMESPACE``
-(``pw``), ``PRICEWATCH_FRONTIER_REDIS_TIMEOUT`` (10 s), and the schedule settings of
-:class:`SchedulePolicy` (``PRICEWATCH_FRONTIER_*``, ``PRICEWATCH_DOMAIN_MAX_INFLIGHT``).
+Settings (defaults: ``pricewatch/settings.py``): ``PRICEWATCH_FRONTIER_URL``
+(``redis://host:6379/0``; a ``?namespace=NAME`` query parameter overrides the next
+setting), ``PRICEWATCH_FRONTIER_REDIS_NAMESPACE``, ``PRICEWATCH_FRONTIER_REDIS_TIMEOUT``,
+and the schedule settings of :class:`SchedulePolicy` (``PRICEWATCH_FRONTIER_*``,
+``PRICEWATCH_DOMAIN_MAX_INFLIGHT``).
 
 Layout (:mod:`pricewatch.frontier.keys`): a sorted set per domain scored by due time,
 a ``ready`` sorted set of domains scored by their earliest due time (so a claim visits
@@ -37,6 +38,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from pricewatch import settings as defaults
 from pricewatch._urls import mask_password
 from pricewatch.frontier._entries import domain_of, lookup_url, valid_entries
 from pricewatch.frontier.base import (
@@ -135,14 +137,18 @@ class RedisFrontier(Frontier):
         self._redis_url, url_namespace = split_namespace(url)
         if namespace is None:
             namespace = url_namespace
-        if namespace is None and settings is not None:
-            namespace = settings.get("PRICEWATCH_FRONTIER_REDIS_NAMESPACE")
-        self.keys = Keys(namespace or "pw")
+        if namespace is None:
+            namespace = (
+                settings["PRICEWATCH_FRONTIER_REDIS_NAMESPACE"]
+                if settings is not None
+                else defaults.PRICEWATCH_FRONTIER_REDIS_NAMESPACE
+            )
+        self.keys = Keys(namespace)
         if timeout is None:
             timeout = (
-                settings.getfloat("PRICEWATCH_FRONTIER_REDIS_TIMEOUT", 10.0)
+                settings.getfloat("PRICEWATCH_FRONTIER_REDIS_TIMEOUT")
                 if settings is not None
-                else 10.0
+                else defaults.PRICEWATCH_FRONTIER_REDIS_TIMEOUT
             )
         if timeout <= 0:
             raise ValueError(f"PRICEWATCH_FRONTIER_REDIS_TIMEOUT must be > 0, got {timeout}")

@@ -1,12 +1,13 @@
 """The embedded frontier: one SQLite file (WAL), no server. The default.
 
-Settings (through :class:`SchedulePolicy`, see :func:`pricewatch.frontier.policy_from_settings`):
-``PRICEWATCH_FRONTIER_URL`` (``sqlite:///pricewatch.db``), ``PRICEWATCH_FRONTIER_LEASE_TTL``
-(300), ``PRICEWATCH_FRONTIER_INTERVAL`` (3600), ``PRICEWATCH_FRONTIER_MIN_INTERVAL`` (300),
-``PRICEWATCH_FRONTIER_MAX_INTERVAL`` (604800), ``PRICEWATCH_FRONTIER_RETRY_DELAY`` (60),
-``PRICEWATCH_FRONTIER_MAX_ATTEMPTS`` (5), ``PRICEWATCH_FRONTIER_GONE_LIMIT`` (3),
+Settings (through :class:`SchedulePolicy`, see :func:`pricewatch.frontier.policy_from_settings`;
+defaults: ``pricewatch/settings.py``):
+``PRICEWATCH_FRONTIER_URL``, ``PRICEWATCH_FRONTIER_LEASE_TTL``,
+``PRICEWATCH_FRONTIER_INTERVAL``, ``PRICEWATCH_FRONTIER_MIN_INTERVAL``,
+``PRICEWATCH_FRONTIER_MAX_INTERVAL``, ``PRICEWATCH_FRONTIER_RETRY_DELAY``,
+``PRICEWATCH_FRONTIER_MAX_ATTEMPTS``, ``PRICEWATCH_FRONTIER_GONE_LIMIT``,
 ``PRICEWATCH_FRONTIER_VELOCITY_*``, ``PRICEWATCH_FRONTIER_HEALTH_*``,
-``PRICEWATCH_FRONTIER_RETIRE_UNSEEN`` (0), ``PRICEWATCH_DOMAIN_MAX_INFLIGHT`` (32).
+``PRICEWATCH_FRONTIER_RETIRE_UNSEEN``, ``PRICEWATCH_DOMAIN_MAX_INFLIGHT``.
 
 One row per URL in ``frontier_entries``; a row never leaves the table except through
 ``purge_domain``: it is scheduled (leased or not), retired or dead. Every call runs on a

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from pricewatch.politeness.backoff import BackoffPolicy, BackoffRetryMiddleware
 from pricewatch.politeness.breaker import BreakerConfig, CircuitBreakerMiddleware, State
-from pricewatch.politeness.challenge import DEFAULT_MARKERS, ChallengeDetector
+from pricewatch.politeness.challenge import ChallengeDetector
 from pricewatch.politeness.scheduler import BackoffScheduler
 
 __all__ = [
-    "DEFAULT_MARKERS",
     "BackoffPolicy",
     "BackoffRetryMiddleware",
     "BackoffScheduler",

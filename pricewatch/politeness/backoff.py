@@ -17,9 +17,9 @@ minus ``DOWNLOAD_TIMEOUT``), the frontier becomes the retry queue: a 429 ends as
 ``error``, rescheduled by the frontier's own failure backoff, never before Retry-After).
 When the retries are exhausted, the response reaches the spider as it does with Scrapy.
 
-Settings (defaults):
-- ``PRICEWATCH_BACKOFF_BASE`` (1.0 s): the first retry waits up to this long.
-- ``PRICEWATCH_BACKOFF_MAX`` (30.0 s): cap of the jittered backoff (Retry-After may ask more).
+Settings (defaults and when to change them: ``pricewatch/settings.py``):
+- ``PRICEWATCH_BACKOFF_BASE``: the first retry waits up to this long.
+- ``PRICEWATCH_BACKOFF_MAX``: cap of the jittered backoff (Retry-After may ask more).
 
 Stats: ``pricewatch/backoff/delayed``, ``pricewatch/backoff/retry_after`` (retries whose
 wait was set by Retry-After), ``pricewatch/backoff/to_frontier``; the scheduler adds
@@ -54,14 +54,14 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class BackoffPolicy:
-    base: float = 1.0
-    cap: float = 30.0
+    base: float
+    cap: float
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> BackoffPolicy:
         policy = cls(
-            base=settings.getfloat("PRICEWATCH_BACKOFF_BASE", 1.0),
-            cap=settings.getfloat("PRICEWATCH_BACKOFF_MAX", 30.0),
+            base=settings.getfloat("PRICEWATCH_BACKOFF_BASE"),
+            cap=settings.getfloat("PRICEWATCH_BACKOFF_MAX"),
         )
         if not (math.isfinite(policy.base) and policy.base > 0):
             raise ValueError(f"PRICEWATCH_BACKOFF_BASE must be > 0, got {policy.base}")
@@ -91,7 +91,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
         self.crawler = crawler
         settings = crawler.settings
         self.policy = BackoffPolicy.from_settings(settings)
-        self.download_timeout = settings.getfloat("DOWNLOAD_TIMEOUT", 180.0)
+        self.download_timeout = settings.getfloat("DOWNLOAD_TIMEOUT")
         scheduler = settings.get("SCHEDULER")
         scheduler_cls = load_object(scheduler) if isinstance(scheduler, str) else scheduler
         # Not issubclass(): Scrapy's scheduler metaclass answers it by duck typing.

@@ -6,8 +6,7 @@ closed -> open after ``PRICEWATCH_BREAKER_THRESHOLD`` blocks (a status in
 the shop's ``Retry-After`` (seconds or HTTP date). open -> half-open when the cooldown has
 passed: one request goes through as a probe, the others are deferred. A probe that
 succeeds closes the circuit; one that is blocked or fails reopens it with the cooldown
-multiplied by ``PRICEWATCH_BREAKER_COOLDOWN_FACTOR`` (up to
-``PRICEWATCH_BREAKER_MAX_COOLDOWN``).
+multiplied by ``PRICEWATCH_BREAKER_COOLDOWN_FACTOR``.
 
 When a circuit opens, the domain is paused in the frontier (``Frontier.pause_domain``),
 so no worker is handed that domain's SKUs until the cooldown ends. Requests for an open
@@ -19,17 +18,17 @@ downloader middleware's ``alternative_for(request, exception)`` returns a replac
 request (the domain's official source: :mod:`pricewatch.politeness.fallback`). A challenge page
 always ends as ``Blocked``, whatever the circuit state.
 
-Settings (defaults):
-- ``PRICEWATCH_BREAKER_ENABLED`` (True): False keeps challenge detection only.
-- ``PRICEWATCH_BREAKER_THRESHOLD`` (5): blocks within the window that open the circuit.
-- ``PRICEWATCH_BREAKER_WINDOW`` (60.0 s): how far back blocks are counted.
-- ``PRICEWATCH_BREAKER_COOLDOWN`` (60.0 s): how long a circuit first stays open.
-- ``PRICEWATCH_BREAKER_COOLDOWN_FACTOR`` (2.0): cooldown multiplier after a failed probe.
-- ``PRICEWATCH_BREAKER_MAX_COOLDOWN`` (3600.0 s): the longest cooldown.
-- ``PRICEWATCH_BREAKER_STATUS_CODES`` ([403, 429, 503]): statuses that count as blocks.
-- ``PRICEWATCH_BREAKER_HALF_OPEN_RETRY`` (5.0 s): ``retry_after`` of requests deferred
+Settings (defaults and when to change them: ``pricewatch/settings.py``):
+- ``PRICEWATCH_BREAKER_ENABLED``: False keeps challenge detection only.
+- ``PRICEWATCH_BREAKER_THRESHOLD``: blocks within the window that open the circuit.
+- ``PRICEWATCH_BREAKER_WINDOW``: how far back blocks are counted.
+- ``PRICEWATCH_BREAKER_COOLDOWN``: how long a circuit first stays open.
+- ``PRICEWATCH_BREAKER_COOLDOWN_FACTOR``: cooldown multiplier after a failed probe.
+- ``PRICEWATCH_BREAKER_MAX_COOLDOWN``: the longest cooldown.
+- ``PRICEWATCH_BREAKER_STATUS_CODES``: statuses that count as blocks.
+- ``PRICEWATCH_BREAKER_HALF_OPEN_RETRY``: ``retry_after`` of requests deferred
   while a probe is in flight.
-- ``PRICEWATCH_BREAKER_PROBE_TIMEOUT`` (``DOWNLOAD_TIMEOUT`` + 10 s): a probe with no
+- ``PRICEWATCH_BREAKER_PROBE_TIMEOUT`` (None: ``DOWNLOAD_TIMEOUT`` + 10 s): a probe with no
   answer after this long no longer blocks the next one.
 - ``PRICEWATCH_CHALLENGE_*``: see :mod:`pricewatch.politeness.challenge`.
 
@@ -86,19 +85,21 @@ class State(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class BreakerConfig:
-    enabled: bool = True
-    threshold: int = 5
-    window: float = 60.0
-    cooldown: float = 60.0
-    cooldown_factor: float = 2.0
-    max_cooldown: float = 3600.0
-    status_codes: frozenset[int] = frozenset({403, 429, 503})
-    half_open_retry: float = 5.0
-    probe_timeout: float = 190.0
+    """The breaker's settings, read and checked once (``PRICEWATCH_BREAKER_*``)."""
+
+    enabled: bool
+    threshold: int
+    window: float
+    cooldown: float
+    cooldown_factor: float
+    max_cooldown: float
+    status_codes: frozenset[int]
+    half_open_retry: float
+    probe_timeout: float
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> BreakerConfig:
-        codes = settings.getlist("PRICEWATCH_BREAKER_STATUS_CODES", [403, 429, 503])
+        codes = settings.getlist("PRICEWATCH_BREAKER_STATUS_CODES")
         try:
             status_codes = frozenset(int(code) for code in codes)
         except (TypeError, ValueError):
@@ -106,17 +107,18 @@ class BreakerConfig:
                 f"PRICEWATCH_BREAKER_STATUS_CODES must be HTTP status codes, got {codes!r}"
             ) from None
         config = cls(
-            enabled=settings.getbool("PRICEWATCH_BREAKER_ENABLED", True),
-            threshold=settings.getint("PRICEWATCH_BREAKER_THRESHOLD", 5),
-            window=settings.getfloat("PRICEWATCH_BREAKER_WINDOW", 60.0),
-            cooldown=settings.getfloat("PRICEWATCH_BREAKER_COOLDOWN", 60.0),
-            cooldown_factor=settings.getfloat("PRICEWATCH_BREAKER_COOLDOWN_FACTOR", 2.0),
-            max_cooldown=settings.getfloat("PRICEWATCH_BREAKER_MAX_COOLDOWN", 3600.0),
+            enabled=settings.getbool("PRICEWATCH_BREAKER_ENABLED"),
+            threshold=settings.getint("PRICEWATCH_BREAKER_THRESHOLD"),
+            window=settings.getfloat("PRICEWATCH_BREAKER_WINDOW"),
+            cooldown=settings.getfloat("PRICEWATCH_BREAKER_COOLDOWN"),
+            cooldown_factor=settings.getfloat("PRICEWATCH_BREAKER_COOLDOWN_FACTOR"),
+            max_cooldown=settings.getfloat("PRICEWATCH_BREAKER_MAX_COOLDOWN"),
             status_codes=status_codes,
-            half_open_retry=settings.getfloat("PRICEWATCH_BREAKER_HALF_OPEN_RETRY", 5.0),
-            probe_timeout=settings.getfloat(
-                "PRICEWATCH_BREAKER_PROBE_TIMEOUT",
-                settings.getfloat("DOWNLOAD_TIMEOUT", 180.0) + 10.0,
+            half_open_retry=settings.getfloat("PRICEWATCH_BREAKER_HALF_OPEN_RETRY"),
+            probe_timeout=(
+                settings.getfloat("DOWNLOAD_TIMEOUT") + 10.0
+                if settings.get("PRICEWATCH_BREAKER_PROBE_TIMEOUT") is None
+                else settings.getfloat("PRICEWATCH_BREAKER_PROBE_TIMEOUT")
             ),
         )
         config.validate()

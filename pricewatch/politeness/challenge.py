@@ -1,11 +1,11 @@
 """Challenge detection: a page answered with 200 that is a CAPTCHA or bot wall.
 
-Settings:
-- ``PRICEWATCH_CHALLENGE_MARKERS`` (``DEFAULT_MARKERS``): case-insensitive substrings; a
-  text response whose first ``PRICEWATCH_CHALLENGE_SCAN_BYTES`` contain any of them is a
-  challenge page (outcome ``blocked``, never ``no_price`` nor "out of stock"). Add the
-  markers of the walls your shops use; an empty list disables detection.
-- ``PRICEWATCH_CHALLENGE_SCAN_BYTES`` (65536): how much of the body is searched.
+Settings (defaults: ``pricewatch/settings.py``):
+- ``PRICEWATCH_CHALLENGE_MARKERS``: case-insensitive substrings; a text response whose
+  first ``PRICEWATCH_CHALLENGE_SCAN_BYTES`` contain any of them is a challenge page
+  (outcome ``blocked``, never ``no_price`` nor "out of stock"). Add the markers of the
+  walls your shops use; an empty list disables detection.
+- ``PRICEWATCH_CHALLENGE_SCAN_BYTES``: how much of the body is searched.
 """
 
 from __future__ import annotations
@@ -19,21 +19,6 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.settings import BaseSettings
 
-# Strings that product pages do not contain and bot walls do: CAPTCHA widgets, the
-# interstitials of the common bot-management vendors, and their usual wording.
-DEFAULT_MARKERS = (
-    "g-recaptcha",
-    "h-captcha",
-    "cf-challenge",
-    "challenge-platform",
-    "challenge-form",
-    "px-captcha",
-    "captcha-delivery",
-    "verify you are human",
-    "are you a robot",
-    "unusual traffic from your computer",
-)
-
 
 @dataclass(frozen=True, slots=True)
 class ChallengeDetector:
@@ -42,7 +27,7 @@ class ChallengeDetector:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> ChallengeDetector:
-        raw = settings.getlist("PRICEWATCH_CHALLENGE_MARKERS", list(DEFAULT_MARKERS))
+        raw = settings.getlist("PRICEWATCH_CHALLENGE_MARKERS")
         markers = []
         for marker in raw:
             if not isinstance(marker, str) or not marker.strip():
@@ -50,7 +35,7 @@ class ChallengeDetector:
                     f"PRICEWATCH_CHALLENGE_MARKERS must hold non-empty strings, got {marker!r}"
                 )
             markers.append(marker.strip().lower().encode("utf-8"))
-        scan_bytes = settings.getint("PRICEWATCH_CHALLENGE_SCAN_BYTES", 65536)
+        scan_bytes = settings.getint("PRICEWATCH_CHALLENGE_SCAN_BYTES")
         if scan_bytes < 1:
             raise ValueError(f"PRICEWATCH_CHALLENGE_SCAN_BYTES must be >= 1, got {scan_bytes}")
         return cls(tuple(markers), scan_bytes)

@@ -11,8 +11,8 @@ A sample of the page offers of domains with an official source (``PRICEWATCH_FAL
 CROSSCHECK``) is also checked against the source: a price (or currency) that differs by
 more than ``PRICEWATCH_FALLBACK_TOLERANCE`` is logged and counted.
 
-Settings (defaults):
-- ``PRICEWATCH_OFFICIAL_SOURCES`` ({}): domain -> source, e.g.::
+Settings (defaults and when to change them: ``pricewatch/settings.py``):
+- ``PRICEWATCH_OFFICIAL_SOURCES``: domain -> source, e.g.::
 
       {"shop.example": {
           "url": "https://api.shop.example/v1/products/{sku}",  # {sku}, {url}, {domain}
@@ -26,10 +26,10 @@ Settings (defaults):
   Without ``price``, the answer is read by the generic JSON reader
   (``pricewatch.extract.extract_offer_from_json``). ``{url}`` is the product URL,
   percent-encoded.
-- ``PRICEWATCH_FALLBACK_AFTER`` (300.0 s): how long a circuit must have been open.
-- ``PRICEWATCH_FALLBACK_TOLERANCE`` (0.01): relative price difference that counts as a
+- ``PRICEWATCH_FALLBACK_AFTER``: how long a circuit must have been open.
+- ``PRICEWATCH_FALLBACK_TOLERANCE``: relative price difference that counts as a
   disagreement between the page and the official source.
-- ``PRICEWATCH_FALLBACK_CROSSCHECK`` (0.0): fraction of page offers checked (0 = none).
+- ``PRICEWATCH_FALLBACK_CROSSCHECK``: fraction of page offers checked (0 = none).
 
 Request.meta: ``pricewatch_fallback_official`` (set on requests to an official source), see
 :mod:`pricewatch.meta`.
@@ -174,9 +174,9 @@ def dig(data: Any, path: str) -> Any:
 @dataclass(frozen=True, slots=True)
 class FallbackConfig:
     sources: Mapping[str, OfficialSource]
-    after: float = 300.0
-    tolerance: float = 0.01
-    crosscheck: float = 0.0
+    after: float
+    tolerance: float
+    crosscheck: float
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> FallbackConfig:
@@ -187,9 +187,9 @@ class FallbackConfig:
         }
         config = cls(
             sources=sources,
-            after=settings.getfloat("PRICEWATCH_FALLBACK_AFTER", 300.0),
-            tolerance=settings.getfloat("PRICEWATCH_FALLBACK_TOLERANCE", 0.01),
-            crosscheck=settings.getfloat("PRICEWATCH_FALLBACK_CROSSCHECK", 0.0),
+            after=settings.getfloat("PRICEWATCH_FALLBACK_AFTER"),
+            tolerance=settings.getfloat("PRICEWATCH_FALLBACK_TOLERANCE"),
+            crosscheck=settings.getfloat("PRICEWATCH_FALLBACK_CROSSCHECK"),
         )
         if not (math.isfinite(config.after) and config.after >= 0):
             raise ValueError(f"PRICEWATCH_FALLBACK_AFTER must be >= 0, got {config.after}")

@@ -7,15 +7,15 @@ by the pipelines otherwise. Cron mode (default) ends when a claim found nothing 
 claim and started after every lease of this crawl had been completed (fetched, stored and
 acknowledged); ``-a follow=1`` keeps polling.
 
-Settings:
-- ``PRICEWATCH_FRONTIER_CLAIM_BATCH`` (64): leases claimed per round trip.
-- ``PRICEWATCH_FRONTIER_POLL_INTERVAL`` (5.0 s): follow-mode poll period when idle.
-- ``PRICEWATCH_MAX_OUTSTANDING`` (2 x ``CONCURRENT_REQUESTS``): leases this process
-  fetches at once (claimed, fetch not ended); those waiting for the store are bounded by
-  ``PRICEWATCH_STORE_MAX_BUFFER``.
-- ``PRICEWATCH_DOMAIN_CURRENCY`` ({}): host -> ISO code for ambiguous currency symbols.
-- ``PRICEWATCH_EXTRACT_RULES_FILE`` (""): TOML file of per-host CSS/XPath rules, tried
-  before the heuristics.
+Settings (defaults and when to change them: ``pricewatch/settings.py``):
+- ``PRICEWATCH_FRONTIER_CLAIM_BATCH``: leases claimed per round trip.
+- ``PRICEWATCH_FRONTIER_POLL_INTERVAL``: follow-mode poll period when idle.
+- ``PRICEWATCH_MAX_OUTSTANDING``: leases this process fetches at once (claimed, fetch not
+  ended); unset (None), twice ``CONCURRENT_REQUESTS``. Those waiting for the store are
+  bounded by ``PRICEWATCH_STORE_MAX_BUFFER``.
+- ``PRICEWATCH_DOMAIN_CURRENCY``: host -> ISO code for ambiguous currency symbols.
+- ``PRICEWATCH_EXTRACT_RULES_FILE``: TOML file of per-host CSS/XPath rules, tried before
+  the heuristics.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from pricewatch.outcomes import Outcome
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,14 @@ _GONE = {404, 410}
 _BLOCKED = {401, 403, 429}
 
 
+def max_outstanding(settings: BaseSettings) -> int:
+    """``PRICEWATCH_MAX_OUTSTANDING``, or twice ``CONCURRENT_REQUESTS`` when it is None, so
+    ``-s CONCURRENT_REQUESTS=8`` also lowers the leases held."""
+    if settings.get("PRICEWATCH_MAX_OUTSTANDING") is None:
+        return 2 * settings.getint("CONCURRENT_REQUESTS")
+    return settings.getint("PRICEWATCH_MAX_OUTSTANDING")
+
+
 class ProductSpider(Spider):
     name = "products"
 
@@ -71,11 +80,9 @@ class ProductSpider(Spider):
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> ProductSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
         settings = crawler.settings
-        spider.claim_batch = settings.getint("PRICEWATCH_FRONTIER_CLAIM_BATCH", 64)
-        spider.poll_interval = settings.getfloat("PRICEWATCH_FRONTIER_POLL_INTERVAL", 5.0)
-        spider.max_outstanding = settings.getint(
-            "PRICEWATCH_MAX_OUTSTANDING", 2 * settings.getint("CONCURRENT_REQUESTS", 16)
-        )
+        spider.claim_batch = settings.getint("PRICEWATCH_FRONTIER_CLAIM_BATCH")
+        spider.poll_interval = settings.getfloat("PRICEWATCH_FRONTIER_POLL_INTERVAL")
+        spider.max_outstanding = max_outstanding(settings)
         spider.domain_currency = {
             host.lower(): code.upper()
             for host, code in settings.getdict("PRICEWATCH_DOMAIN_CURRENCY").items()

@@ -53,16 +53,16 @@ def store_from_url(url: str, **options: Any) -> Store:
 def store_from_settings(settings: BaseSettings, url: str | None = None) -> Store:
     """Build (not open) the store named by ``PRICEWATCH_STORE_URL`` (or ``url``), with
     the ``PRICEWATCH_STORE_*`` options."""
-    url = url or settings.get("PRICEWATCH_STORE_URL") or "sqlite:///pricewatch.db"
-    timeout = settings.getfloat("PRICEWATCH_STORE_TIMEOUT", 30.0)
+    url = url or settings["PRICEWATCH_STORE_URL"]
+    timeout = settings.getfloat("PRICEWATCH_STORE_TIMEOUT")
     if timeout <= 0:
         raise ValueError(f"PRICEWATCH_STORE_TIMEOUT must be > 0, got {timeout}")
     options: dict[str, Any] = {
-        "auto_migrate": settings.getbool("PRICEWATCH_STORE_AUTO_MIGRATE", True),
+        "auto_migrate": settings.getbool("PRICEWATCH_STORE_AUTO_MIGRATE"),
         "timeout": timeout,
     }
     if scheme(url) in ("postgresql", "postgres"):
-        pool_size = settings.getint("PRICEWATCH_STORE_POOL_SIZE", 4)
+        pool_size = settings.getint("PRICEWATCH_STORE_POOL_SIZE")
         if pool_size < 1:
             raise ValueError(f"PRICEWATCH_STORE_POOL_SIZE must be >= 1, got {pool_size}")
         options["pool_size"] = pool_size

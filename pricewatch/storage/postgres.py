@@ -3,12 +3,12 @@
 Selected by ``PRICEWATCH_STORE_URL = "postgresql://user[:password]@host[:port]/db"`` (also
 from the environment). Settings (read by :func:`pricewatch.storage.store_from_settings`):
 
-- ``PRICEWATCH_STORE_URL`` (``sqlite:///pricewatch.db``)
-- ``PRICEWATCH_STORE_AUTO_MIGRATE`` (``True``): apply pending migrations in ``open()``
+- ``PRICEWATCH_STORE_URL``
+- ``PRICEWATCH_STORE_AUTO_MIGRATE``: apply pending migrations in ``open()``
   (under an advisory lock, so workers starting together migrate once).
-- ``PRICEWATCH_STORE_TIMEOUT`` (``30.0`` s): connect timeout and per-statement timeout;
+- ``PRICEWATCH_STORE_TIMEOUT``: connect timeout and per-statement timeout;
   a batch that exceeds it fails with :class:`StoreConnectionLost` (retryable).
-- ``PRICEWATCH_STORE_POOL_SIZE`` (``4``): connections in the crawl's pool.
+- ``PRICEWATCH_STORE_POOL_SIZE``: connections in the crawl's pool.
 
 One pool per crawl, created in ``open()`` and closed in ``close()``. A batch is one
 transaction: the observations are COPYed (binary) into a per-connection temporary staging
@@ -37,6 +37,7 @@ from typing import Any
 
 import asyncpg
 
+from pricewatch import settings as defaults
 from pricewatch._urls import mask_password
 from pricewatch.storage._migrations import migrations
 from pricewatch.storage._values import in_rounds, normalise_decimal, problem, stored_decimal
@@ -266,9 +267,9 @@ class PostgresStore(Store):
         self,
         url: str,
         *,
-        auto_migrate: bool = True,
-        timeout: float = 30.0,
-        pool_size: int = 4,
+        auto_migrate: bool = defaults.PRICEWATCH_STORE_AUTO_MIGRATE,
+        timeout: float = defaults.PRICEWATCH_STORE_TIMEOUT,
+        pool_size: int = defaults.PRICEWATCH_STORE_POOL_SIZE,
     ) -> None:
         try:
             self._masked_url = mask_password(url)

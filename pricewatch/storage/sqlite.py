@@ -6,9 +6,9 @@ the SQLite frontier (its tables are ``products``, ``price_changes``, ``store_mig
 
 Settings (read by :func:`pricewatch.storage.store_from_settings`):
 
-- ``PRICEWATCH_STORE_URL`` (``sqlite:///pricewatch.db``)
-- ``PRICEWATCH_STORE_AUTO_MIGRATE`` (``True``): apply pending migrations in ``open()``.
-- ``PRICEWATCH_STORE_TIMEOUT`` (``30.0`` s): how long a write waits for a lock held by
+- ``PRICEWATCH_STORE_URL``
+- ``PRICEWATCH_STORE_AUTO_MIGRATE``: apply pending migrations in ``open()``.
+- ``PRICEWATCH_STORE_TIMEOUT``: how long a write waits for a lock held by
   another process before it fails with :class:`StoreConnectionLost` (retryable).
 
 One connection, owned by a dedicated thread (``ThreadPoolExecutor(max_workers=1)``):
@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, TypeVar
 
+from pricewatch import settings as defaults
 from pricewatch._urls import mask_password, sqlite_path
 from pricewatch.storage._migrations import migrations, sqlite_statements
 from pricewatch.storage._values import iso_utc, parse_iso, problem, stored_text
@@ -107,7 +108,13 @@ def _reason(exc: sqlite3.IntegrityError) -> str:
 
 
 class SQLiteStore(Store):
-    def __init__(self, url: str, *, auto_migrate: bool = True, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        auto_migrate: bool = defaults.PRICEWATCH_STORE_AUTO_MIGRATE,
+        timeout: float = defaults.PRICEWATCH_STORE_TIMEOUT,
+    ) -> None:
         self.url = url
         self.path = sqlite_path(url)
         self.auto_migrate = auto_migrate
