@@ -17,7 +17,14 @@ from lxml import html as lxml_html
 
 from pricewatch.sandbox import BackgroundSandbox, Sandbox
 from pricewatch.sandbox._locale import BY_CURRENCY
-from pricewatch.sandbox._trust import CASES, GLITCH_FACTOR, GLITCH_FETCH, ON_REQUEST, REC_STYLES
+from pricewatch.sandbox._trust import (
+    CASES,
+    GLITCH_FACTOR,
+    GLITCH_FETCH,
+    NO_PRICE_REASONS,
+    ON_REQUEST,
+    REC_STYLES,
+)
 from pricewatch.sandbox.cli import main as sandbox_main
 
 LD_XPATH = '//script[@type="application/ld+json"]/text()'
@@ -120,15 +127,26 @@ def test_three_decimal_and_zero_decimal_shops(
     assert loc.display(Decimal(rec["price"])) in get(url)
 
 
-@pytest.mark.parametrize("case", list(ON_REQUEST))
+@pytest.mark.parametrize(
+    ("case", "raw", "reason"),
+    [
+        ("on_request_zero", 0, "price_not_positive"),
+        ("on_request_negative", "-5.00", "price_not_positive"),
+        ("on_request_nan", "NaN", "price_not_finite"),
+        ("on_request_infinity", "Infinity", "price_not_finite"),
+        ("on_request_overflow", "1e400", "price_out_of_range"),
+        ("on_request_text", "call for price", "price_not_a_number"),
+        ("on_request_missing", None, "price_missing"),
+    ],
+)
 def test_price_on_request_pages_carry_an_invalid_structured_offer(
-    truth: dict[str, dict[str, Any]], case: str
+    truth: dict[str, dict[str, Any]], case: str, raw: Any, reason: str
 ) -> None:
+    assert set(ON_REQUEST) == set(NO_PRICE_REASONS)
     for js in (False, True):
         url, rec = cases_of(truth, js=js)[case]
         assert rec["price"] is None and rec["expect"] == "no_price"
-        raw = ON_REQUEST[case]
-        assert rec["no_price_reason"] == ("price_missing" if raw is None else "price_invalid")
+        assert rec["no_price_reason"] == reason
         assert rec["structured_price"] == raw
         tree = page(url)
         (offer,) = ld_offers(tree)

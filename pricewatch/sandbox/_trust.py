@@ -18,7 +18,8 @@ catalogue (after its ordinary products, which stay as they are):
   price (``0``, ``"-5.00"``, ``"NaN"``, ``"Infinity"``, ``"1e400"``, ``"call for price"``)
   or none at all; nothing in the buy box, other products' prices in the recommendations.
   Truth: ``price`` null, ``expect`` ``"no_price"`` and ``no_price_reason``
-  (``price_invalid`` or ``price_missing``).
+  (:data:`NO_PRICE_REASONS`: ``price_not_positive``, ``price_not_finite``,
+  ``price_out_of_range``, ``price_not_a_number``, ``price_missing``).
 - ``net_first`` / ``gross_first``: the price without VAT and the price with VAT side by side;
   truth ``price`` is the one the buy box presents first, ``other_price`` the other
   (``price_kind``/``other_price_kind``: ``net``/``gross``).
@@ -64,7 +65,8 @@ SCHEMA = "https://schema.org/"
 REC_STYLES = ("cards", "microdata", "jsonld", "recent")
 RECOMMENDATIONS = ("mixed", "plain")
 
-# The invalid structured price of each price-on-request case (None: no price at all).
+# The invalid structured price of each price-on-request case (None: no price at all), and
+# the reason a careful crawler gives for storing no price (the ``no_price`` reason codes).
 ON_REQUEST: dict[str, Any] = {
     "on_request_zero": 0,
     "on_request_negative": "-5.00",
@@ -73,6 +75,15 @@ ON_REQUEST: dict[str, Any] = {
     "on_request_overflow": "1e400",
     "on_request_text": "call for price",
     "on_request_missing": None,
+}
+NO_PRICE_REASONS: dict[str, str] = {
+    "on_request_zero": "price_not_positive",
+    "on_request_negative": "price_not_positive",
+    "on_request_nan": "price_not_finite",
+    "on_request_infinity": "price_not_finite",
+    "on_request_overflow": "price_out_of_range",
+    "on_request_text": "price_not_a_number",
+    "on_request_missing": "price_missing",
 }
 CASES: tuple[str, ...] = (
     *ON_REQUEST,
@@ -206,7 +217,7 @@ def truth_fields(loc: Locale, product: Product, fetches: int) -> dict[str, Any]:
             price=None,
             regular_price=None,
             expect="no_price",
-            no_price_reason="price_missing" if raw is None else "price_invalid",
+            no_price_reason=NO_PRICE_REASONS[case],
             structured_price=raw,
         )
     elif case in ("net_first", "gross_first"):
