@@ -132,7 +132,10 @@ PRICEWATCH_FALLBACK_TOLERANCE = 0.01
 # page showed client-side rendering, a browser retry found one), remembered in the frontier
 # backend. BrowserAddon sets PLAYWRIGHT_LAUNCH_OPTIONS (when unset: a system Chromium, else
 # Playwright's own) and PLAYWRIGHT_ABORT_REQUEST (when unset: the PRICEWATCH_BROWSER_BLOCK_*).
-ADDONS = {"pricewatch.browser.BrowserAddon": 0}
+# SettingsCheck (pricewatch/startup.py) refuses, before anything is built, a setting value a
+# crawl cannot run with (one line: the setting, the value, what is allowed, where it came
+# from); it runs last so that it sees what the other add-ons set.
+ADDONS = {"pricewatch.browser.BrowserAddon": 0, "pricewatch.startup.SettingsCheck": 1000}
 # http/https: Scrapy's HTTP/1.1 handler for plain requests; scrapy-playwright's handler (one
 # Playwright driver) is started only when the first request with `playwright` meta appears,
 # so a crawl of static shops never starts one (pricewatch/browser/handler.py).
@@ -318,8 +321,11 @@ SPIDER_MIDDLEWARES = {
 }
 # Refuse to crawl (non-zero exit) on a reactor other than asyncio; logs the reactor in use.
 # StatsFile writes the crawl stats as JSON to PRICEWATCH_STATS_FILE when the crawl ends.
+# StartupReport logs the frontier and store in use (passwords masked) and the politeness
+# settings, and warns when a node would use a private SQLite file by mistake.
 EXTENSIONS = {
     "pricewatch.extensions.ReactorCheck": 0,
+    "pricewatch.startup.StartupReport": 10,
     "pricewatch.extensions.StatsFile": 500,
 }
 # Where StatsFile writes the run's record (JSON: status, exit code, the one-line error,

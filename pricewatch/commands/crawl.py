@@ -20,7 +20,8 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from pricewatch.extensions import StatsFile
-from pricewatch.runs import ExitCode, InvalidSetting, RunRecord, exit_code, failure_line
+from pricewatch.runs import ExitCode, RunRecord, exit_code, failure_line
+from pricewatch.startup import as_setting_error, check_settings
 
 if TYPE_CHECKING:
     import argparse
@@ -46,7 +47,9 @@ class Command(ScrapyCrawlCommand):
         assert self.crawler_process is not None
         errors: list[BaseException] = []
         crawler: Crawler | None = None
+        assert self.settings is not None
         try:
+            check_settings(self.settings)  # before anything is built from them
             crawler = self._create_crawler(args[0])
             started = self.crawler_process.crawl(crawler, **opts.spargs)
             _collect_errors(started, errors)
@@ -65,9 +68,11 @@ class Command(ScrapyCrawlCommand):
         error: str | None = None
         if errors:
             exc = errors[0]
-            code = ExitCode.SETTINGS if isinstance(exc, InvalidSetting) else ExitCode.ERROR
-            error = str(exc) or type(exc).__name__
-            reason = reason or "start_error"
+            assert self.settings is not None
+            setting_error = as_setting_error(exc, crawler.settings if crawler else self.settings)
+            code = ExitCode.SETTINGS if setting_error else ExitCode.ERROR
+            error = str(setting_error or exc) or type(exc).__name__
+            reason = reason or ("invalid_setting" if setting_error else "start_error")
             logger.debug("The crawl could not start", exc_info=exc)
         else:
             code = exit_code(reason, stats)
