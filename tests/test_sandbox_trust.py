@@ -10,6 +10,7 @@ import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ from pricewatch.sandbox._trust import (
 )
 from pricewatch.sandbox.cli import main as sandbox_main
 
+CHROMIUM = Path("/usr/lib/chromium/chromium")
 LD_XPATH = '//script[@type="application/ld+json"]/text()'
 # Two HTML shops (three-decimal and zero-decimal currencies) and a JS-only shop.
 OPTIONS: dict[str, Any] = {
@@ -352,3 +354,51 @@ def test_default_sandbox_has_no_cases() -> None:
         (url,) = sb.urls()[:1]
         with pytest.raises(urllib.error.HTTPError):
             get(url.rsplit("/", 1)[0] + "/no-such-product")
+
+
+# Read at once: whether the offer JSON was shown, the price node, the recommendations.
+BEFORE_LOAD_JS = """() => [
+  document.getElementById("app").getAttribute("data-loaded") === "1",
+  document.getElementById("price").textContent,
+  document.querySelector(".recommendations").textContent]"""
+
+
+async def test_js_case_pages_render_what_the_truth_says_in_a_browser() -> None:
+    """In Chromium, a JS-only shop's case pages show the product's own price only after its
+    offer JSON arrives, while the recommendations' prices are there from the start."""
+    from playwright.async_api import async_playwright
+
+    options = {**OPTIONS, "shops": 0, "js_shops": 1, "currencies": ["EUR"], "js_delay": 1.0}
+    sandbox = Sandbox(**options)
+    await sandbox.start()
+    try:
+        cases = cases_of(sandbox.truth(), js=True)
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+            try:
+                page = await browser.new_page()
+                for case in ("net_first", "on_request_nan", "sale_list_first", "sold_out"):
+                    url, rec = cases[case]
+                    loc = BY_CURRENCY[rec["currency"]]
+                    await page.goto(url, wait_until="domcontentloaded")
+                    loaded, price, recs = await page.evaluate(BEFORE_LOAD_JS)
+                    assert loaded or price == ""  # nothing of its own before the JSON
+                    assert re.search(r"\d", recs)  # other products' prices from the start
+                    await page.wait_for_selector('#app[data-loaded="1"]', timeout=5000)
+                    shown = await page.text_content("#price") or ""
+                    if rec["price"] is None:
+                        assert shown == "Price on request"
+                        continue
+                    assert shown.startswith(loc.display(Decimal(rec["price"])))
+                    if case == "net_first":
+                        other = await page.text_content("#other-price") or ""
+                        assert other.startswith(loc.display(Decimal(rec["other_price"])))
+                    if case == "sale_list_first":
+                        was = loc.display(Decimal(rec["regular_price"]))
+                        assert await page.text_content("#was") == was
+                    stock = await page.text_content("#availability")
+                    assert stock == ("Out of stock" if case == "sold_out" else "In stock")
+            finally:
+                await browser.close()
+    finally:
+        await sandbox.stop()
