@@ -19,6 +19,7 @@ from scrapy.exceptions import UsageError
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
+from pricewatch.commands._output import use_help_formatter
 from pricewatch.extensions import StatsFile
 from pricewatch.runs import ExitCode, RunRecord, exit_code, failure_line
 from pricewatch.startup import as_setting_error, check_settings
@@ -38,6 +39,10 @@ class Command(ScrapyCrawlCommand):
             "or crashed; 2 bad command line; 3 invalid setting; 4 frontier unreachable; "
             "5 store unreachable; 6 every fetch failed (blocked or error)."
         )
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        use_help_formatter(parser)
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) < 1:

@@ -11,7 +11,8 @@
 - ``scrapy frontier --reap``: return expired leases to the schedule now (claims do it too).
 
 Reads ``PRICEWATCH_FRONTIER_URL`` (settings or environment); ``--frontier URL`` overrides it.
-Exit codes: 0 done, 1 the frontier is unreachable, 3 ``--show`` found nothing.
+Exit codes: 0 done (also when the reader of the output stops early: ``| head``), 1 the
+frontier is unreachable, 3 ``--show`` found nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from datetime import UTC, datetime
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from pricewatch.commands._output import reader_went_away, use_help_formatter
 from pricewatch.frontier import (
     DomainCounts,
     Frontier,
@@ -72,6 +74,7 @@ class Command(ScrapyCommand):
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
+        use_help_formatter(parser)
         parser.add_argument(
             "--frontier", metavar="URL", help="frontier URL (default: PRICEWATCH_FRONTIER_URL)"
         )
@@ -98,9 +101,12 @@ class Command(ScrapyCommand):
         try:
             frontier = frontier_from_settings(self.settings)
             self.exitcode = asyncio.run(self._run(frontier, opts))
+            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         except (FrontierUnavailable, ValueError) as exc:
             print(f"frontier: {exc}", file=sys.stderr)
             self.exitcode = EXIT_UNAVAILABLE
+        except BrokenPipeError:  # `scrapy frontier --show URL | head`
+            reader_went_away()
 
     async def _run(self, frontier: Frontier, opts: argparse.Namespace) -> int:
         async with frontier:

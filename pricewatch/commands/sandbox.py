@@ -7,6 +7,7 @@ import argparse
 
 from scrapy.commands import ScrapyCommand
 
+from pricewatch.commands._output import use_help_formatter
 from pricewatch.sandbox.cli import add_arguments, run
 
 
@@ -28,6 +29,7 @@ class Command(ScrapyCommand):
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
+        use_help_formatter(parser)
         add_arguments(parser.add_argument_group("Sandbox options"))
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
