@@ -154,6 +154,7 @@ def run(
             "PRICEWATCH_FRONTIER_URL": f"sqlite:///{db}",
             "PRICEWATCH_STORE_URL": f"sqlite:///{db}",
             "PRICEWATCH_STATS_FILE": str(Path(tmp) / "stats.json"),
+            "PRICEWATCH_ALLOWED_NETWORKS": "127.0.0.0/8",  # the sandbox is on loopback
         }
         (Path(tmp) / "seeds.txt").write_text("\n".join(urls) + "\n")
         scrapy = [sys.executable, "-m", "scrapy"]

@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         shops = json.loads(sandbox.stdout.readline())["shops"]
         base = shops[0]["base_url"]
         print("demo: sandbox shops:", ", ".join(s["base_url"] for s in shops))
+        # The shops listen on loopback, which a crawl refuses unless allowed.
+        env["PRICEWATCH_ALLOWED_NETWORKS"] = ",".join(f"{s['host']}/32" for s in shops)
         (workdir / "seeds.txt").write_bytes(_get(f"{base}/_urls.txt"))
         started = time.monotonic()
         _scrapy(["seed", "seeds.txt"], workdir, env)

@@ -24,3 +24,13 @@ class DomainDeferred(IgnoreRequest):
         super().__init__(reason)
         self.reason = reason
         self.retry_after = retry_after
+
+
+class DestinationRefused(IgnoreRequest):
+    """The URL's host resolves outside the public internet and outside
+    ``PRICEWATCH_ALLOWED_NETWORKS``: outcome ``skipped``, nothing was sent."""
+
+    def __init__(self, reason: str, kind: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.kind = kind

@@ -1,5 +1,8 @@
 """The project's downloader middlewares, registered in ``DOWNLOADER_MIDDLEWARES``.
 
+- ``DestinationMiddleware`` (50, :mod:`pricewatch.destinations`): refuses hosts that resolve
+  to non-public addresses outside ``PRICEWATCH_ALLOWED_NETWORKS``.
+
 Politeness and resilience (:mod:`pricewatch.politeness`):
 - ``CircuitBreakerMiddleware`` (570): per-domain circuit breaker shared through the
   frontier, and challenge-page detection.
@@ -11,8 +14,14 @@ Politeness and resilience (:mod:`pricewatch.politeness`):
 
 from __future__ import annotations
 
+from pricewatch.destinations import DestinationMiddleware
 from pricewatch.politeness.backoff import BackoffRetryMiddleware
 from pricewatch.politeness.breaker import CircuitBreakerMiddleware
 from pricewatch.politeness.fallback import OfficialSourceMiddleware
 
-__all__ = ["BackoffRetryMiddleware", "CircuitBreakerMiddleware", "OfficialSourceMiddleware"]
+__all__ = [
+    "BackoffRetryMiddleware",
+    "CircuitBreakerMiddleware",
+    "DestinationMiddleware",
+    "OfficialSourceMiddleware",
+]

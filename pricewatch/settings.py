@@ -67,6 +67,17 @@ RETRY_TIMES = 2
 # Let 404/410/403/429 reach the spider so it can record `gone`/`blocked` outcomes.
 HTTPERROR_ALLOWED_CODES = [403, 404, 410, 429]
 
+# --- Fetch: where the crawler may go (pricewatch/destinations.py) ---------------------------
+# Networks (CIDR) the crawler may fetch from although they are not on the public internet.
+# By default none: a seeded URL, redirect or meta refresh whose host resolves to a loopback,
+# private, link-local (cloud metadata at 169.254.169.254) or other reserved address ends as
+# `skipped`, counted in pricewatch/destination/refused/<kind>. Add the networks of shops you
+# crawl on a private network, e.g. ["10.20.0.0/16"]; the sandbox needs ["127.0.0.0/8"].
+# Read from the environment variable of the same name (comma-separated).
+PRICEWATCH_ALLOWED_NETWORKS = [
+    n.strip() for n in os.environ.get("PRICEWATCH_ALLOWED_NETWORKS", "").split(",") if n.strip()
+]
+
 # --- Fetch: circuit breaker, backoff, challenge pages (pricewatch/politeness/) -------------
 # Fragile shops: give them their own pace with Scrapy's DOWNLOAD_SLOTS, e.g.
 #   DOWNLOAD_SLOTS = {"fragile-shop.example": {"concurrency": 1, "delay": 2.0}}
@@ -308,7 +319,10 @@ ITEM_PIPELINES = {
 # Politeness (pricewatch/politeness/): the backoff retry replaces Scrapy's RetryMiddleware at
 # 550; the circuit breaker sits between it and HTTP decompression (590), so it sees every
 # decompressed response before a retry is decided.
+# The destination check (pricewatch/destinations.py) comes first, at 50: before robots.txt
+# (100) fetches anything from a host it would refuse.
 DOWNLOADER_MIDDLEWARES = {
+    "pricewatch.middlewares.DestinationMiddleware": 50,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "pricewatch.middlewares.BackoffRetryMiddleware": 550,
     "pricewatch.middlewares.OfficialSourceMiddleware": 560,

@@ -35,7 +35,8 @@ def project_settings(overrides: Mapping[str, Any] | None = None, /, **more: Any)
 
 
 def scrapy_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """Environment for a `scrapy` subprocess using SQLite files under ``tmp_path``."""
+    """Environment for a `scrapy` subprocess using SQLite files under ``tmp_path``, allowed
+    to crawl loopback (the sandbox)."""
     env = dict(os.environ)
     env.update(
         SCRAPY_SETTINGS_MODULE="pricewatch.settings",
@@ -43,6 +44,9 @@ def scrapy_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         PRICEWATCH_FRONTIER_URL=f"sqlite:///{tmp_path / 'pricewatch.db'}",
         PRICEWATCH_STORE_URL=f"sqlite:///{tmp_path / 'pricewatch.db'}",
         PRICEWATCH_STATS_FILE=str(tmp_path / "stats.json"),
+        # The sandbox and the tests' own servers listen on loopback, which a crawl
+        # refuses by default (pricewatch/destinations.py).
+        PRICEWATCH_ALLOWED_NETWORKS="127.0.0.0/8",
     )
     env.update(extra)
     return env
