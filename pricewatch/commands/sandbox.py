@@ -8,7 +8,9 @@ import argparse
 from scrapy.commands import ScrapyCommand
 
 from pricewatch.commands._output import use_help_formatter
-from pricewatch.sandbox.cli import add_arguments, run
+
+# The sandbox (an aiohttp server) is imported only when this command runs: Scrapy imports
+# every module of COMMANDS_MODULE for every `scrapy` command.
 
 
 class Command(ScrapyCommand):
@@ -28,9 +30,13 @@ class Command(ScrapyCommand):
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
+        from pricewatch.sandbox.cli import add_arguments
+
         super().add_options(parser)
         use_help_formatter(parser)
         add_arguments(parser.add_argument_group("Sandbox options"))
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        from pricewatch.sandbox.cli import run
+
         self.exitcode = run(opts)

@@ -13,10 +13,10 @@ so no worker is handed that domain's SKUs until the cooldown ends. Requests for 
 domain are never dropped: they raise :class:`~pricewatch.exceptions.DomainDeferred` with
 ``retry_after`` = the time left, so their leases complete as ``skipped`` and are
 rescheduled for after it. A blocked response that arrives while the circuit is open ends
-as :class:`~pricewatch.exceptions.Blocked` with the same ``retry_after``, unless a
-downloader middleware's ``alternative_for(request, exception)`` returns a replacement
-request (the domain's official source: :mod:`pricewatch.politeness.fallback`). A challenge page
-always ends as ``Blocked``, whatever the circuit state.
+as :class:`~pricewatch.exceptions.Blocked` with the same ``retry_after``, unless the
+fallback (:class:`~pricewatch.politeness.fallback.OfficialSourceMiddleware`, found with
+``crawler.get_downloader_middleware()``) replaces it with a request to the domain's
+official source. A challenge page always ends as ``Blocked``, whatever the circuit state.
 
 Settings (defaults and when to change them: ``pricewatch/settings.py``):
 - ``PRICEWATCH_BREAKER_ENABLED``: False keeps challenge detection only.
@@ -48,7 +48,6 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, NoReturn
@@ -73,6 +72,8 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Request, Response
     from scrapy.settings import BaseSettings
+
+    from pricewatch.politeness.fallback import OfficialSourceMiddleware
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +196,8 @@ class CircuitBreakerMiddleware:
         self.circuits: dict[str, Circuit] = {}
         self._probes = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()
-        self._alternatives: list[Callable[[Request, Exception], Request | None]] | None = None
+        self._fallback: OfficialSourceMiddleware | None = None
+        self._fallback_found = False
         self.clock = time.monotonic
         crawler.signals.connect(self.response_downloaded, signal=signals.response_downloaded)
 
@@ -332,23 +334,24 @@ class CircuitBreakerMiddleware:
     # -- transitions (synchronous; the frontier pause is awaited or scheduled by callers) ----
 
     def _alternative(self, request: Request, exception: Exception) -> Request | None:
-        """A replacement for a request of an open domain (e.g. the domain's official
-        source, same lease) from a downloader middleware with ``alternative_for()``."""
-        if self._alternatives is None:
+        """A replacement for a request of an open domain: the domain's official source,
+        same lease, when the fallback middleware is enabled."""
+        fallback = self.fallback()
+        return None if fallback is None else fallback.alternative_for(request, exception)
+
+    def fallback(self) -> OfficialSourceMiddleware | None:
+        """The crawl's :class:`~pricewatch.politeness.fallback.OfficialSourceMiddleware`,
+        None when it is off (or the breaker runs without an engine)."""
+        if not self._fallback_found:
+            # Imported here: the fallback module builds on this one.
+            from pricewatch.politeness.fallback import OfficialSourceMiddleware
+
             try:
-                middlewares = self.crawler.engine.downloader.middleware.middlewares
+                self._fallback = self.crawler.get_downloader_middleware(OfficialSourceMiddleware)
             except RuntimeError:  # no engine: the middleware used on its own
-                middlewares = ()
-            self._alternatives = [
-                mw.alternative_for
-                for mw in middlewares
-                if callable(getattr(mw, "alternative_for", None))
-            ]
-        for alternative_for in self._alternatives:
-            replacement = alternative_for(request, exception)
-            if replacement is not None:
-                return replacement
-        return None
+                self._fallback = None
+            self._fallback_found = True
+        return self._fallback
 
     def _defer(self, request: Request, domain: str, retry_after: float, why: str) -> NoReturn:
         self.stats.inc_value("pricewatch/breaker/deferred")

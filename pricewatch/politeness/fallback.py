@@ -246,18 +246,14 @@ class OfficialSourceMiddleware(_Official):
         super().__init__(crawler)
         if not self.config.sources:
             raise NotConfigured  # off unless configured: nothing to warn about
-        self._breaker: CircuitBreakerMiddleware | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> OfficialSourceMiddleware:
         return cls(crawler)
 
     def breaker(self) -> CircuitBreakerMiddleware | None:
-        if self._breaker is None:
-            for mw in self.crawler.engine.downloader.middleware.middlewares:
-                if isinstance(mw, CircuitBreakerMiddleware):
-                    self._breaker = mw
-        return self._breaker
+        """The crawl's circuit breaker (whose open circuits this middleware answers)."""
+        return self.crawler.get_downloader_middleware(CircuitBreakerMiddleware)
 
     def process_exception(self, request: Request, exception: Exception) -> Request | None:
         if not isinstance(exception, DomainDeferred):
