@@ -21,6 +21,11 @@ Defaults of the settings below, and when to change them: ``pricewatch/settings.p
 - ``PRICEWATCH_STORE_OUTAGE_TIMEOUT``: a store unreachable for longer ends the
   crawl with finish reason ``store_unavailable`` instead of hanging a cron job; the
   buffered observations are not acknowledged (fetched again by the next run).
+- ``PRICEWATCH_QUARANTINE_*`` (see :mod:`pricewatch.quarantine`): the store holds a
+  suspicious change unpublished; its lease completes as ``ok`` with ``confirm_in`` =
+  ``PRICEWATCH_QUARANTINE_CONFIRM_DELAY``, so the frontier fetches the SKU again soon.
+  Stats ``pricewatch/quarantine/held`` (and ``.../held/<reason>``),
+  ``pricewatch/quarantine/confirmed``, ``pricewatch/quarantine/rejected``.
 """
 
 from __future__ import annotations
@@ -316,18 +321,35 @@ class StorePipeline:
     async def _acknowledge(self, batch: list[ObservationItem], result: WriteResult) -> None:
         rejected = {id(r.observation): r.reason for r in result.rejected}
         completions = []
+        quarantine = self.store.quarantine_config
         for item in batch:
+            url = item.observation.url
             reason = rejected.get(id(item.observation))
             if reason is not None:
                 self._stats.inc_value(f"pricewatch/store/rejected/{reason}")
-                logger.warning("Store rejected %s (%s)", item.observation.url, reason)
+                logger.warning("Store rejected %s (%s)", url, reason)
             if item.lease is None:
                 continue
             if reason is not None:
                 completions.append(Completion(item.lease, Outcome.NO_PRICE))
+            elif url in result.held and quarantine is not None:
+                # Not published: fetch again soon to confirm or reject the change.
+                completions.append(
+                    Completion(item.lease, Outcome.OK, confirm_in=quarantine.confirm_delay)
+                )
             else:
-                changed = item.observation.url in result.changed
+                changed = url in result.changed
                 completions.append(Completion(item.lease, Outcome.OK, changed=changed))
+        for url, why in result.held.items():
+            self._stats.inc_value("pricewatch/quarantine/held")
+            self._stats.inc_value(f"pricewatch/quarantine/held/{why}")
+            logger.info("Held a suspicious change of %s (%s) until a second fetch", url, why)
+        for url in result.confirmed:
+            self._stats.inc_value("pricewatch/quarantine/confirmed")
+            logger.info("A second fetch confirmed the held change of %s: published", url)
+        for url, why in result.unconfirmed:
+            self._stats.inc_value("pricewatch/quarantine/rejected")
+            logger.warning("Quarantined an unconfirmed change of %s (%s): not published", url, why)
         self._stats.inc_value("pricewatch/store/batches")
         self._stats.inc_value("pricewatch/store/rows_written", result.written)
         self._stats.inc_value("pricewatch/store/changes", len(result.changed))

@@ -311,6 +311,28 @@ PRICEWATCH_STORE_TIMEOUT = 30.0
 # a time, so a few are enough; raise if other components share the store.
 PRICEWATCH_STORE_POOL_SIZE = 4
 
+# -- Store: confirm before publishing (pricewatch/quarantine.py). A suspicious change of a
+# stored price is not published at once: it is held (table price_quarantine, shown by
+# `scrapy prices --history`), the SKU is fetched again after CONFIRM_DELAY, and the change is
+# published only if that fetch agrees; otherwise it stays quarantined, unpublished.
+# Off: every change is published as soon as it is seen.
+PRICEWATCH_QUARANTINE_ENABLED = True
+# A new price more than RATIO times the stored one, or less than the stored one divided by
+# RATIO, is held (reasons ratio_up / ratio_down). A currency change is always held. Lower it
+# for catalogues whose prices never move much; raise it for flash-sale shops.
+PRICEWATCH_QUARANTINE_RATIO = "3"
+# A new all-time low under FLOOR times the lowest price ever published for the SKU (same
+# currency) is held (reason new_minimum), even within RATIO. 0 turns this rule off.
+PRICEWATCH_QUARANTINE_MINIMUM_FLOOR = "0.5"
+# Seconds until the confirming fetch of a held change is due (instead of the SKU's normal
+# interval; PRICEWATCH_FRONTIER_MIN_INTERVAL does not apply). Long enough for a one-off
+# glitch of the shop (cache, deployment) to pass; short enough to publish a real change soon.
+PRICEWATCH_QUARANTINE_CONFIRM_DELAY = 300.0
+# Confirming fetches of one suspicious change: a fetch that disagrees with the held price
+# but is suspicious too is held in its place, up to this many times; then it is rejected
+# and the SKU returns to its normal schedule.
+PRICEWATCH_QUARANTINE_MAX_CONFIRMATIONS = 2
+
 # --- Pipelines and middlewares ----------------------------------------------------------------
 ITEM_PIPELINES = {
     "pricewatch.pipelines.ValidationPipeline": 300,

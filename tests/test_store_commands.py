@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from pricewatch.quarantine import QuarantineConfig
 from pricewatch.storage import Observation, store_from_url
+from pricewatch.storage._migrations import migrations
 
 PROJECT = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -101,8 +103,8 @@ def test_prices_table_history_and_csv(store_url: str) -> None:
         "2026-03-01 15:00:00",
     ]
     assert [r[2] for r in rows] == ["19.99", "17.00", "17.00"]
-    assert rows[0][3:] == ["EUR", "24.50", "InStock", "https://a.test/p/kettle"]
-    assert rows[-1][3:] == ["EUR", "OutOfStock", "https://a.test/p/kettle"]
+    assert rows[0][3:] == ["EUR", "24.50", "InStock", "published", "https://a.test/p/kettle"]
+    assert rows[-1][3:] == ["EUR", "OutOfStock", "published", "https://a.test/p/kettle"]
     exported = scrapy("prices", "--csv", store=store_url)
     assert exported.returncode == 0, exported.stderr
     records = list(csv.DictReader(io.StringIO(exported.stdout)))
@@ -118,6 +120,25 @@ def test_prices_table_history_and_csv(store_url: str) -> None:
     assert records[0]["changed_at"] == "2026-03-01T15:00:00.000000+00:00"
     assert records[0]["first_seen_at"] == "2026-03-01T12:00:00.000000+00:00"
     assert records[2]["name"] == "Spoon, small"
+
+
+def test_history_shows_held_and_rejected_changes(store_url: str) -> None:
+    """`scrapy prices --history` tells a published change from one the store held."""
+
+    async def write() -> None:
+        async with store_from_url(store_url, quarantine=QuarantineConfig()) as store:
+            for minutes, price in ((0, "20.00"), (60, "200.00"), (120, "20.00"), (180, "5.00")):
+                await store.write([observation("https://a.test/p/k", price, minutes, sku="K")])
+
+    asyncio.run(write())
+    history = scrapy("prices", "--history", "K", store=store_url)
+    assert history.returncode == 0, history.stderr
+    rows = [line.split() for line in history.stdout.splitlines()[2:]]
+    assert [(r[1], r[2], " ".join(r[5:-1])) for r in rows] == [
+        ("12:00:00", "20.00", "published"),
+        ("13:00:00", "200.00", "rejected (ratio_up)"),
+        ("15:00:00", "5.00", "held (ratio_down)"),
+    ]
 
 
 async def test_csv_is_the_same_on_both_backends(sqlite_url: str, postgres_url: str) -> None:
@@ -156,12 +177,14 @@ def test_prices_options(sqlite_url: str, tmp_path: Path) -> None:
 def test_db_upgrade_is_idempotent(store_url: str) -> None:
     first = scrapy("db", "upgrade", store=store_url)
     assert first.returncode == 0, first.stderr
-    assert "applied migrations 1" in first.stdout
+    backend = "sqlite" if store_url.startswith("sqlite") else "postgresql"
+    versions = [m.version for m in migrations(backend)]
+    assert f"applied migrations {', '.join(map(str, versions))}" in first.stdout
     again = scrapy("db", "upgrade", store=store_url)
     assert again.returncode == 0, again.stderr
     assert "schema up to date" in again.stdout
     tables = asyncio.run(_count_rows(store_url))
-    assert tables == {"products": 0, "price_changes": 0, "store_migrations": 1}
+    assert tables == {"products": 0, "price_changes": 0, "store_migrations": len(versions)}
 
 
 async def _count_rows(url: str) -> dict[str, int]:

@@ -24,6 +24,7 @@ from pricewatch.storage import (
     WriteResult,
     store_from_url,
 )
+from pricewatch.storage._migrations import migrations
 from pricewatch.storage.postgres import PostgresStore
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -241,7 +242,9 @@ async def test_workers_starting_together_migrate_once(postgres_url: str) -> None
         await asyncio.gather(*(s.close() for s in stores))
     conn = await asyncpg.connect(postgres_url)
     try:
-        assert await conn.fetchval("SELECT count(*) FROM store_migrations") == 1
+        assert await conn.fetchval("SELECT count(*) FROM store_migrations") == len(
+            migrations("postgresql")
+        )
         assert await conn.fetchval("SELECT count(*) FROM products") == 4
     finally:
         await conn.close()

@@ -1,7 +1,11 @@
 """``scrapy prices``: what the store holds, for an operator.
 
 - ``scrapy prices [--domain D]``: the latest offer of every SKU as an aligned table.
-- ``scrapy prices --history URL_OR_SKU``: the changes of one SKU, oldest first.
+- ``scrapy prices --history URL_OR_SKU``: the changes of one SKU, oldest first: the
+  published ones (status ``published``) and those the store did not publish at once
+  (:mod:`pricewatch.quarantine`): ``held (reason)`` waiting for a confirming fetch,
+  ``confirmed (reason)`` published by the fetch that confirmed it, ``rejected (reason)``
+  never published.
 - ``scrapy prices --csv [--domain D]``: the latest offers as CSV with a header on standard
   output (``url, domain, sku, name, price, currency, regular_price, availability,
   first_seen_at, checked_at, changed_at``), streamed in constant memory (``COPY TO STDOUT``
@@ -40,7 +44,15 @@ LATEST_HEADER = (
     "checked (UTC)",
     "changed (UTC)",
 )
-HISTORY_HEADER = ("observed (UTC)", "price", "currency", "regular", "availability", "url")
+HISTORY_HEADER = (
+    "observed (UTC)",
+    "price",
+    "currency",
+    "regular",
+    "availability",
+    "status",
+    "url",
+)
 NUMERIC = {"price", "regular"}
 
 
@@ -137,9 +149,15 @@ class Command(ScrapyCommand):
     @staticmethod
     async def _history(store: Store, url_or_sku: str) -> int:
         changes = await store.history(url_or_sku)
-        if not changes:
+        quarantined = await store.quarantine(url_or_sku)
+        if not changes and not quarantined:
             print(f"prices: no history for {url_or_sku!r}", file=sys.stderr)
             return EXIT_NOT_FOUND
+        timeline = sorted(
+            [(c, "published") for c in changes]
+            + [(h, f"{h.status} ({h.reason})") for h in quarantined],
+            key=lambda pair: (pair[0].observed_at, pair[0].url),
+        )
         rows = [
             (
                 _when(c.observed_at),
@@ -147,9 +165,10 @@ class Command(ScrapyCommand):
                 c.currency,
                 _money(c.regular_price),
                 c.availability or "",
+                status,
                 c.url,
             )
-            for c in changes
+            for c, status in timeline
         ]
         sys.stdout.write(format_table(HISTORY_HEADER, rows))
         return 0

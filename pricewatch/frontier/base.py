@@ -49,12 +49,16 @@ class Lease:
 @dataclass(frozen=True, slots=True)
 class Completion:
     """How one lease ended. ``changed`` says the stored offer changed (velocity);
-    ``retry_after`` (seconds) asks not to fetch again before it (Retry-After, circuit)."""
+    ``retry_after`` (seconds) asks not to fetch again before it (Retry-After, circuit);
+    ``confirm_in`` (seconds, ``ok`` only) asks to fetch again that soon, instead of the
+    entry's interval: the store held a suspicious change until a second fetch confirms
+    it (:mod:`pricewatch.quarantine`)."""
 
     lease: Lease
     outcome: Outcome
     changed: bool = False
     retry_after: float | None = None
+    confirm_in: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,9 @@ failure (``blocked``, ``error``, ``gone``)::
 
 ``skipped`` (robots.txt, open circuit) waits ``retry_delay``. Every delay is clamped to
 ``[min_interval, max_interval]`` (failures: ``max_interval`` only) and ``retry_after`` is
-a floor. ``velocity = changes / (checks + velocity_prior)`` is the SKU's observed rate of
+a floor. An ``ok`` completion with ``confirm_in`` (a held suspicious change to confirm) is
+due again after ``confirm_in`` seconds, below ``min_interval`` if need be.
+``velocity = changes / (checks + velocity_prior)`` is the SKU's observed rate of
 price changes (``Completion.changed``), its history halved every ``velocity_window``
 checks so old behaviour fades. ``health`` is the domain's success rate, an exponentially
 weighted moving average (``health_alpha``) of its outcomes: a shop that blocks us or
@@ -86,6 +88,8 @@ def next_delay(
         delay = policy.interval / max(completion.lease.importance, 0.01)
         delay = delay / (1.0 + policy.velocity_weight * rate) * slowdown
         delay = min(max(delay, policy.min_interval), policy.max_interval)
+        if outcome is Outcome.OK and completion.confirm_in is not None:
+            delay = min(max(completion.confirm_in, 0.0), delay)
     elif outcome is Outcome.SKIPPED:
         # Not fetched (open circuit, robots.txt): back when the cause says (retry_after,
         # e.g. the circuit's cooldown), else after retry_delay.

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from pricewatch._urls import mask_password, scheme
 from pricewatch.storage.base import (
     ChangeRow,
+    HeldRow,
     Observation,
     ProductRow,
     Rejected,
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ChangeRow",
+    "HeldRow",
     "Observation",
     "ProductRow",
     "Rejected",
@@ -52,14 +54,17 @@ def store_from_url(url: str, **options: Any) -> Store:
 
 def store_from_settings(settings: BaseSettings, url: str | None = None) -> Store:
     """Build (not open) the store named by ``PRICEWATCH_STORE_URL`` (or ``url``), with
-    the ``PRICEWATCH_STORE_*`` options."""
+    the ``PRICEWATCH_STORE_*`` options and the ``PRICEWATCH_QUARANTINE_*`` config."""
     url = url or settings["PRICEWATCH_STORE_URL"]
     timeout = settings.getfloat("PRICEWATCH_STORE_TIMEOUT")
     if timeout <= 0:
         raise ValueError(f"PRICEWATCH_STORE_TIMEOUT must be > 0, got {timeout}")
+    from pricewatch.quarantine import QuarantineConfig
+
     options: dict[str, Any] = {
         "auto_migrate": settings.getbool("PRICEWATCH_STORE_AUTO_MIGRATE"),
         "timeout": timeout,
+        "quarantine": QuarantineConfig.from_settings(settings),
     }
     if scheme(url) in ("postgresql", "postgres"):
         pool_size = settings.getint("PRICEWATCH_STORE_POOL_SIZE")

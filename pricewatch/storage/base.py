@@ -14,6 +14,10 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pricewatch.quarantine import QuarantineConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +50,20 @@ class Rejected:
 
 @dataclass(slots=True)
 class WriteResult:
-    written: int = 0  # observations committed (changed or not)
+    written: int = 0  # observations committed (changed, unchanged or held)
     changed: set[str] = field(default_factory=set)  # urls whose offer changed (history row)
     rejected: list[Rejected] = field(default_factory=list)
+    # Confirm before publishing (pricewatch/quarantine.py), when the store has a config:
+    held: dict[str, str] = field(default_factory=dict)  # url -> reason: held, confirm soon
+    confirmed: set[str] = field(default_factory=set)  # urls whose hold was confirmed here
+    unconfirmed: list[tuple[str, str]] = field(default_factory=list)  # (url, reason) closed
+    # unpublished (status rejected) by this batch
+
+    def merge_quarantine(self, part: WriteResult) -> None:
+        """Take the quarantine outcomes of ``part`` (a piece of the batch that committed)."""
+        self.held.update(part.held)
+        self.confirmed |= part.confirmed
+        self.unconfirmed.extend(part.unconfirmed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +96,27 @@ class ChangeRow:
     raw_hash: str
 
 
+@dataclass(frozen=True, slots=True)
+class HeldRow:
+    """An observation that was not published at once (table ``price_quarantine``):
+    ``status`` ``held`` (waiting for a confirming fetch), ``confirmed`` (published as the
+    confirming fetch's change) or ``rejected`` (never published); ``reason`` is why it
+    was suspicious (see :mod:`pricewatch.quarantine`)."""
+
+    url: str
+    sku: str | None
+    price: Decimal
+    currency: str
+    regular_price: Decimal | None
+    availability: str | None
+    observed_at: datetime
+    raw_hash: str
+    reason: str
+    status: str
+    attempt: int
+    resolved_at: datetime | None
+
+
 CSV_COLUMNS = (
     "url",
     "domain",
@@ -99,6 +135,8 @@ CSV_COLUMNS = (
 
 class Store(abc.ABC):
     url: str
+    # Holds suspicious changes until confirmed (pricewatch/quarantine.py); None: publish all.
+    quarantine_config: QuarantineConfig | None = None
 
     async def open(self) -> None:  # noqa: B027 - optional hook
         """Connect and apply migrations. Raises ``StoreUnavailable`` naming the masked URL."""
@@ -116,7 +154,11 @@ class Store(abc.ABC):
         """Write a batch in one transaction: upsert ``products``; append a
         ``price_changes`` row only when ``raw_hash`` differs from the stored one; an
         unchanged observation only bumps ``checked_at``. Replaying a batch adds no row.
-        A row that violates a constraint is rejected with a reason; the rest commits."""
+        A row that violates a constraint is rejected with a reason; the rest commits.
+
+        With a quarantine config (:mod:`pricewatch.quarantine`), a suspicious change is
+        not published: it goes to ``price_quarantine`` as held (``WriteResult.held``) and
+        is published only when a later observation agrees (``WriteResult.confirmed``)."""
 
     @abc.abstractmethod
     def latest(self, domain: str | None = None) -> AsyncIterator[ProductRow]:
@@ -124,7 +166,12 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def history(self, url_or_sku: str) -> list[ChangeRow]:
-        """The changes of one SKU (matched by url or sku), oldest first."""
+        """The published changes of one SKU (matched by url or sku), oldest first."""
+
+    @abc.abstractmethod
+    async def quarantine(self, url_or_sku: str | None = None) -> list[HeldRow]:
+        """The observations of one SKU (matched by url or sku; None: every SKU) that were
+        not published at once, oldest first: held, confirmed or rejected."""
 
     async def export_csv(self, write: Callable[[bytes], object], domain: str | None = None) -> int:
         """Write the latest offers as UTF-8 CSV with a header (:data:`CSV_COLUMNS`) to

@@ -39,10 +39,21 @@ import asyncpg
 
 from pricewatch import settings as defaults
 from pricewatch._urls import mask_password
+from pricewatch.quarantine import (
+    CONFIRMED,
+    HELD,
+    REJECTED,
+    Action,
+    Hold,
+    Published,
+    QuarantineConfig,
+    decide,
+)
 from pricewatch.storage._migrations import migrations
 from pricewatch.storage._values import in_rounds, normalise_decimal, problem, stored_decimal
 from pricewatch.storage.base import (
     ChangeRow,
+    HeldRow,
     Observation,
     ProductRow,
     Rejected,
@@ -131,9 +142,10 @@ WITH s AS (
 ), upsert AS (
     INSERT INTO products AS p
         (url, domain, sku, price, currency, regular_price, availability, name, source,
-         raw_hash, config_version, first_seen_at, last_checked_at, last_changed_at)
+         raw_hash, config_version, first_seen_at, last_checked_at, last_changed_at,
+         min_price)
     SELECT url, domain, sku, price, currency, regular_price, availability, name, source,
-           raw_hash, config_version, observed_at, observed_at, observed_at
+           raw_hash, config_version, observed_at, observed_at, observed_at, price
     FROM s
     ON CONFLICT (url) DO UPDATE SET
         domain = CASE WHEN p.raw_hash = EXCLUDED.raw_hash THEN p.domain
@@ -153,6 +165,10 @@ WITH s AS (
                               ELSE EXCLUDED.config_version END,
         last_changed_at = CASE WHEN p.raw_hash = EXCLUDED.raw_hash THEN p.last_changed_at
                                ELSE EXCLUDED.last_changed_at END,
+        min_price = CASE WHEN p.raw_hash = EXCLUDED.raw_hash THEN p.min_price
+                         WHEN p.min_price IS NULL OR p.currency <> EXCLUDED.currency
+                             THEN EXCLUDED.price
+                         ELSE least(p.min_price, EXCLUDED.price) END,
         raw_hash = EXCLUDED.raw_hash,
         last_checked_at = EXCLUDED.last_checked_at
     WHERE EXCLUDED.last_checked_at > p.last_checked_at
@@ -162,6 +178,38 @@ UNION
 SELECT s.url FROM s JOIN price_changes c
     ON c.url = s.url AND c.observed_at = s.observed_at AND c.raw_hash = s.raw_hash
 """
+
+# Quarantine (pricewatch/quarantine.py): what the decision of one round needs to know,
+# locking the products rows so that two workers never decide on one SKU at once.
+_PUBLISHED = """
+SELECT p.url, p.price, p.currency, p.last_checked_at, p.min_price,
+       q.observed_at, q.price, q.currency, q.reason, q.attempt
+FROM products p LEFT JOIN price_quarantine q ON q.url = p.url AND q.status = 'held'
+WHERE p.url = ANY($1::text[])
+FOR UPDATE OF p
+"""
+_QUARANTINED = """
+SELECT q.url, q.status FROM price_quarantine q
+JOIN unnest($1::text[], $2::timestamptz[]) AS o(url, observed_at)
+  ON q.url = o.url AND q.observed_at = o.observed_at
+"""
+_INSERT_HOLD = """
+INSERT INTO price_quarantine (url, sku, price, currency, regular_price, availability,
+    raw_hash, observed_at, reason, status, attempt, resolved_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (url, observed_at) DO NOTHING
+"""
+_CLOSE_HOLD = """
+UPDATE price_quarantine SET status = $1, resolved_at = $2 WHERE url = $3 AND status = 'held'
+"""
+_QUARANTINE_COLUMNS = """
+SELECT url, sku, price, currency, regular_price, availability, observed_at, raw_hash, reason,
+       status, attempt, resolved_at
+FROM price_quarantine"""
+_QUARANTINE_ALL = f"{_QUARANTINE_COLUMNS} ORDER BY observed_at, url"
+_QUARANTINE_ONE = f"""{_QUARANTINE_COLUMNS}
+WHERE url IN (SELECT $1::text UNION SELECT url FROM products WHERE sku = $1)
+ORDER BY observed_at, url"""
 
 _PRODUCT_COLUMNS = (
     "url, domain, sku, price, currency, regular_price, availability, name, source,"
@@ -221,10 +269,10 @@ def _read_money(value: Decimal | None) -> Decimal | None:
     return None if value is None else normalise_decimal(value)
 
 
-def _records(rounds: list[list[Observation]]) -> list[tuple[Any, ...]]:
+def _records(rounds: list[list[Observation]], first: int = 0) -> list[tuple[Any, ...]]:
     return [
         (
-            k,
+            first + k,
             o.url,
             o.domain,
             o.sku,
@@ -270,7 +318,9 @@ class PostgresStore(Store):
         auto_migrate: bool = defaults.PRICEWATCH_STORE_AUTO_MIGRATE,
         timeout: float = defaults.PRICEWATCH_STORE_TIMEOUT,
         pool_size: int = defaults.PRICEWATCH_STORE_POOL_SIZE,
+        quarantine: QuarantineConfig | None = None,
     ) -> None:
+        self.quarantine_config = quarantine
         try:
             self._masked_url = mask_password(url)
         except ValueError:  # e.g. a port that is not a number
@@ -408,11 +458,13 @@ class PostgresStore(Store):
             async with pool.acquire(timeout=self.timeout) as conn:
                 try:
                     try:
+                        part = WriteResult()
                         async with conn.transaction():
-                            changed = await self._apply(conn, good)
+                            changed = await self._apply(conn, good, part)
                     except ROW_ERRORS:
+                        part = WriteResult()
                         async with conn.transaction():
-                            changed = await self._isolate(conn, good, refused, known_bad=True)
+                            changed = await self._isolate(conn, good, refused, part, known_bad=True)
                 except RETRYABLE:
                     conn.terminate()  # never hand a half-broken connection back to the pool
                     raise
@@ -422,45 +474,136 @@ class PostgresStore(Store):
                 f"to be retried: {type(exc).__name__}: {exc}"
             ) from exc
         result.changed = changed
+        result.merge_quarantine(part)
         result.written = len(good) - len(refused)
         result.rejected.extend(refused)
         return result
 
-    @staticmethod
-    async def _apply(conn: asyncpg.Connection, observations: list[Observation]) -> set[str]:
+    async def _apply(
+        self, conn: asyncpg.Connection, observations: list[Observation], part: WriteResult
+    ) -> set[str]:
         rounds = in_rounds(observations)
-        await conn.copy_records_to_table(
-            STAGING, records=_records(rounds), columns=_STAGING_COLUMNS
-        )
         changed: set[str] = set()
-        for k in range(len(rounds)):
+        if self.quarantine_config is None:
+            await conn.copy_records_to_table(
+                STAGING, records=_records(rounds), columns=_STAGING_COLUMNS
+            )
+            for k in range(len(rounds)):
+                changed.update(r[0] for r in await conn.fetch(_WRITE_ROUND, k))
+            return changed
+        for k, observations_k in enumerate(rounds):
+            publish = await self._quarantine_round(conn, observations_k, part)
+            if not publish:
+                continue
+            await conn.copy_records_to_table(
+                STAGING, records=_records([publish], k), columns=_STAGING_COLUMNS
+            )
             changed.update(r[0] for r in await conn.fetch(_WRITE_ROUND, k))
         return changed
+
+    async def _quarantine_round(
+        self, conn: asyncpg.Connection, observations: list[Observation], part: WriteResult
+    ) -> list[Observation]:
+        """Decide on one round (distinct URLs): record holds and their resolutions, and
+        return the observations to write as usual."""
+        config = self.quarantine_config
+        assert config is not None
+        urls = [o.url for o in observations]
+        done = {
+            r[0]: r[1]
+            for r in await conn.fetch(_QUARANTINED, urls, [o.observed_at for o in observations])
+        }
+        state = {r[0]: r for r in await conn.fetch(_PUBLISHED, urls)}
+        publish: list[Observation] = []
+        closes: list[tuple[Any, ...]] = []
+        inserts: list[tuple[Any, ...]] = []
+        for obs in observations:
+            row = state.get(obs.url)
+            if row is None:
+                publish.append(obs)
+                continue
+            if obs.url in done:  # a replay of an observation that was not published
+                if done[obs.url] == HELD and row[8] is not None:
+                    part.held[obs.url] = row[8]
+                continue
+            hold = None if row[5] is None else Hold(row[5], row[6], row[7].strip(), row[8], row[9])
+            published = Published(
+                price=row[1],
+                currency=row[2].strip(),
+                checked_at=row[3],
+                min_price=row[4],
+            )
+            verdict = decide(config, published, hold, obs)
+            action = verdict.action
+            if action in (Action.CONFIRM, Action.REVERT, Action.REPLACE, Action.GIVE_UP):
+                assert hold is not None
+                status = CONFIRMED if action is Action.CONFIRM else REJECTED
+                closes.append((status, obs.observed_at, obs.url))
+                if status == CONFIRMED:
+                    part.confirmed.add(obs.url)
+                else:
+                    part.unconfirmed.append((obs.url, hold.reason))
+            if action in (Action.HOLD, Action.REPLACE, Action.GIVE_UP, Action.DISCARD):
+                assert verdict.reason is not None
+                status = HELD if action in (Action.HOLD, Action.REPLACE) else REJECTED
+                inserts.append(
+                    (
+                        obs.url,
+                        obs.sku,
+                        stored_decimal(obs.price),
+                        obs.currency,
+                        _money(obs.regular_price),
+                        obs.availability,
+                        obs.raw_hash,
+                        obs.observed_at,
+                        verdict.reason,
+                        status,
+                        verdict.attempt,
+                        None if status == HELD else obs.observed_at,
+                    )
+                )
+                if status == HELD:
+                    part.held[obs.url] = verdict.reason
+                else:
+                    part.unconfirmed.append((obs.url, verdict.reason))
+                continue
+            publish.append(obs)
+        if closes:
+            await conn.executemany(_CLOSE_HOLD, closes)
+        if inserts:
+            await conn.executemany(_INSERT_HOLD, inserts)
+        return publish
 
     async def _isolate(
         self,
         conn: asyncpg.Connection,
         observations: list[Observation],
         rejected: list[Rejected],
+        part: WriteResult,
         known_bad: bool = False,
     ) -> set[str]:
         """Write ``observations`` in halves under savepoints, rejecting the rows the
-        database refuses one by one; return the changed URLs of the rest."""
+        database refuses one by one; return the changed URLs of the rest (their quarantine
+        outcomes go into ``part``)."""
         if not known_bad or len(observations) == 1:
+            piece = WriteResult()
             try:
                 async with conn.transaction():  # a savepoint
                     await conn.execute(f"TRUNCATE {STAGING}")
-                    return await self._apply(conn, observations)
+                    changed = await self._apply(conn, observations, piece)
             except ROW_ERRORS as exc:
                 if len(observations) == 1:
                     rejected.append(Rejected(observations[0], _reason(exc)))
                     return set()
+            else:
+                part.merge_quarantine(piece)
+                return changed
         middle = len(observations) // 2
         # Sorted by (url, observed_at) in _apply's rounds; halves of the sorted list keep
         # the observations of one URL in time order.
         ordered = sorted(observations, key=lambda o: (o.url, o.observed_at))
-        changed = await self._isolate(conn, ordered[:middle], rejected)
-        return changed | await self._isolate(conn, ordered[middle:], rejected)
+        changed = await self._isolate(conn, ordered[:middle], rejected, part)
+        return changed | await self._isolate(conn, ordered[middle:], rejected, part)
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -483,6 +626,29 @@ class PostgresStore(Store):
                 availability=r[5],
                 observed_at=r[6],
                 raw_hash=r[7],
+            )
+            for r in rows
+        ]
+
+    async def quarantine(self, url_or_sku: str | None = None) -> list[HeldRow]:
+        if url_or_sku is None:
+            rows = await self.pool.fetch(_QUARANTINE_ALL)
+        else:
+            rows = await self.pool.fetch(_QUARANTINE_ONE, url_or_sku)
+        return [
+            HeldRow(
+                url=r[0],
+                sku=r[1],
+                price=normalise_decimal(r[2]),
+                currency=r[3].strip(),
+                regular_price=_read_money(r[4]),
+                availability=r[5],
+                observed_at=r[6],
+                raw_hash=r[7],
+                reason=r[8],
+                status=r[9],
+                attempt=r[10],
+                resolved_at=r[11],
             )
             for r in rows
         ]

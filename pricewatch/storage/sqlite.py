@@ -34,10 +34,21 @@ from typing import Any, TypeVar
 
 from pricewatch import settings as defaults
 from pricewatch._urls import mask_password, sqlite_path
+from pricewatch.quarantine import (
+    CONFIRMED,
+    HELD,
+    REJECTED,
+    Action,
+    Hold,
+    Published,
+    QuarantineConfig,
+    decide,
+)
 from pricewatch.storage._migrations import migrations, sqlite_statements
 from pricewatch.storage._values import iso_utc, parse_iso, problem, stored_text
 from pricewatch.storage.base import (
     ChangeRow,
+    HeldRow,
     Observation,
     ProductRow,
     Rejected,
@@ -56,7 +67,9 @@ _PRODUCT_COLUMNS = (
     "first_seen_at, last_checked_at, last_changed_at, raw_hash, config_version"
 )
 
-_SELECT_PRODUCT = "SELECT raw_hash, last_checked_at FROM products WHERE url = ?"
+_SELECT_PRODUCT = (
+    "SELECT raw_hash, last_checked_at, price, currency, min_price FROM products WHERE url = ?"
+)
 _INSERT_CHANGE = (
     "INSERT INTO price_changes (url, sku, price, currency, regular_price, availability,"
     " raw_hash, observed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
@@ -64,13 +77,36 @@ _INSERT_CHANGE = (
 )
 _INSERT_PRODUCT = (
     "INSERT INTO products (url, domain, sku, price, currency, regular_price, availability,"
-    " name, source, raw_hash, config_version, first_seen_at, last_checked_at, last_changed_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " name, source, raw_hash, config_version, first_seen_at, last_checked_at, last_changed_at,"
+    " min_price) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _UPDATE_CHANGED = (
     "UPDATE products SET domain = ?, sku = ?, price = ?, currency = ?, regular_price = ?,"
     " availability = ?, name = ?, source = ?, raw_hash = ?, config_version = ?,"
-    " last_checked_at = ?, last_changed_at = ? WHERE url = ?"
+    " last_checked_at = ?, last_changed_at = ?, min_price = ? WHERE url = ?"
+)
+_QUARANTINED = "SELECT status FROM price_quarantine WHERE url = ? AND observed_at = ?"
+_OPEN_HOLD = (
+    "SELECT observed_at, price, currency, reason, attempt FROM price_quarantine"
+    " WHERE url = ? AND status = 'held'"
+)
+_INSERT_HOLD = (
+    "INSERT INTO price_quarantine (url, sku, price, currency, regular_price, availability,"
+    " raw_hash, observed_at, reason, status, attempt, resolved_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_CLOSE_HOLD = (
+    "UPDATE price_quarantine SET status = ?, resolved_at = ? WHERE url = ? AND status = 'held'"
+)
+_QUARANTINE_COLUMNS = (
+    "url, sku, price, currency, regular_price, availability, observed_at, raw_hash, reason,"
+    " status, attempt, resolved_at"
+)
+_QUARANTINE_ALL = f"SELECT {_QUARANTINE_COLUMNS} FROM price_quarantine ORDER BY observed_at, url"
+_QUARANTINE_ONE = (
+    f"SELECT {_QUARANTINE_COLUMNS} FROM price_quarantine"
+    " WHERE url IN (SELECT ? UNION SELECT url FROM products WHERE sku = ?)"
+    " ORDER BY observed_at, url"
 )
 _UPDATE_CHECKED = "UPDATE products SET last_checked_at = ? WHERE url = ? AND last_checked_at < ?"
 _IS_CHANGE = "SELECT 1 FROM price_changes WHERE url = ? AND observed_at = ? AND raw_hash = ?"
@@ -114,8 +150,10 @@ class SQLiteStore(Store):
         *,
         auto_migrate: bool = defaults.PRICEWATCH_STORE_AUTO_MIGRATE,
         timeout: float = defaults.PRICEWATCH_STORE_TIMEOUT,
+        quarantine: QuarantineConfig | None = None,
     ) -> None:
         self.url = url
+        self.quarantine_config = quarantine
         self.path = sqlite_path(url)
         self.auto_migrate = auto_migrate
         self.timeout = timeout
@@ -261,8 +299,9 @@ class SQLiteStore(Store):
         try:
             for obs in good:
                 db.execute("SAVEPOINT observation")
+                part = WriteResult()
                 try:
-                    changed = self._apply(db, obs)
+                    changed = self._apply(db, obs, part)
                 except sqlite3.IntegrityError as exc:
                     db.execute("ROLLBACK TO observation")
                     result.rejected.append(Rejected(obs, _reason(exc)))
@@ -270,6 +309,7 @@ class SQLiteStore(Store):
                 finally:
                     db.execute("RELEASE observation")
                 result.written += 1
+                result.merge_quarantine(part)
                 if changed:
                     result.changed.add(obs.url)
             db.execute("COMMIT")
@@ -278,12 +318,71 @@ class SQLiteStore(Store):
             raise
         return result
 
-    @staticmethod
-    def _apply(db: sqlite3.Connection, obs: Observation) -> bool:
-        """Apply one observation; return whether it is a recorded change (also on replay)."""
+    def _apply(self, db: sqlite3.Connection, obs: Observation, result: WriteResult) -> bool:
+        """Apply one observation; return whether it is a recorded change (also on replay).
+        Holds, confirmations and rejections of the quarantine go into ``result``."""
         at = iso_utc(obs.observed_at)
         price, regular = stored_text(obs.price), _money(obs.regular_price)
         stored = db.execute(_SELECT_PRODUCT, (obs.url,)).fetchone()
+        config = self.quarantine_config
+        if stored is not None and config is not None:
+            done = db.execute(_QUARANTINED, (obs.url, at)).fetchone()
+            if done is not None:  # a replay of an observation that was not published
+                if done[0] == HELD:
+                    hold = db.execute(_OPEN_HOLD, (obs.url,)).fetchone()
+                    result.held[obs.url] = hold[3]
+                return False
+            hold_row = db.execute(_OPEN_HOLD, (obs.url,)).fetchone()
+            hold = None
+            if hold_row is not None:
+                hold = Hold(
+                    parse_iso(hold_row[0]),
+                    Decimal(hold_row[1]),
+                    hold_row[2],
+                    hold_row[3],
+                    hold_row[4],
+                )
+            published = Published(
+                price=Decimal(stored[2]),
+                currency=stored[3],
+                checked_at=parse_iso(stored[1]),
+                min_price=_decimal(stored[4]),
+            )
+            verdict = decide(config, published, hold, obs)
+            action = verdict.action
+            if action in (Action.CONFIRM, Action.REVERT, Action.REPLACE, Action.GIVE_UP):
+                assert hold is not None
+                status = CONFIRMED if action is Action.CONFIRM else REJECTED
+                db.execute(_CLOSE_HOLD, (status, at, obs.url))
+                if status == CONFIRMED:
+                    result.confirmed.add(obs.url)
+                else:
+                    result.unconfirmed.append((obs.url, hold.reason))
+            if action in (Action.HOLD, Action.REPLACE, Action.GIVE_UP, Action.DISCARD):
+                assert verdict.reason is not None
+                status = HELD if action in (Action.HOLD, Action.REPLACE) else REJECTED
+                db.execute(
+                    _INSERT_HOLD,
+                    (
+                        obs.url,
+                        obs.sku,
+                        price,
+                        obs.currency,
+                        regular,
+                        obs.availability,
+                        obs.raw_hash,
+                        at,
+                        verdict.reason,
+                        status,
+                        verdict.attempt,
+                        None if status == HELD else at,
+                    ),
+                )
+                if status == HELD:
+                    result.held[obs.url] = verdict.reason
+                else:
+                    result.unconfirmed.append((obs.url, verdict.reason))
+                return False
         change = (
             obs.url,
             obs.sku,
@@ -313,13 +412,20 @@ class SQLiteStore(Store):
                     at,
                     at,
                     at,
+                    price,
                 ),
             )
             return True
-        stored_hash, checked_at = stored
+        stored_hash, checked_at, _, stored_currency, min_price = stored
         if stored_hash == obs.raw_hash:
             db.execute(_UPDATE_CHECKED, (at, obs.url, at))
         elif at > checked_at:
+            if (
+                min_price is None
+                or stored_currency != obs.currency
+                or obs.price < Decimal(min_price)
+            ):
+                min_price = price
             db.execute(_INSERT_CHANGE, change)
             db.execute(
                 _UPDATE_CHANGED,
@@ -336,6 +442,7 @@ class SQLiteStore(Store):
                     obs.config_version,
                     at,
                     at,
+                    min_price,
                     obs.url,
                 ),
             )
@@ -382,6 +489,32 @@ class SQLiteStore(Store):
 
     async def history(self, url_or_sku: str) -> list[ChangeRow]:
         return await self._call(self._history_sync, url_or_sku)
+
+    async def quarantine(self, url_or_sku: str | None = None) -> list[HeldRow]:
+        return await self._call(self._quarantine_sync, url_or_sku)
+
+    def _quarantine_sync(self, url_or_sku: str | None) -> list[HeldRow]:
+        if url_or_sku is None:
+            rows = self._db.execute(_QUARANTINE_ALL)
+        else:
+            rows = self._db.execute(_QUARANTINE_ONE, (url_or_sku, url_or_sku))
+        return [
+            HeldRow(
+                url=r[0],
+                sku=r[1],
+                price=Decimal(r[2]),
+                currency=r[3],
+                regular_price=_decimal(r[4]),
+                availability=r[5],
+                observed_at=parse_iso(r[6]),
+                raw_hash=r[7],
+                reason=r[8],
+                status=r[9],
+                attempt=r[10],
+                resolved_at=None if r[11] is None else parse_iso(r[11]),
+            )
+            for r in rows
+        ]
 
     def _history_sync(self, url_or_sku: str) -> list[ChangeRow]:
         rows = self._db.execute(_HISTORY, (url_or_sku, url_or_sku))
