@@ -43,6 +43,8 @@ from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from pricewatch import settings as defaults
+
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
@@ -78,10 +80,10 @@ def _decimal(settings: BaseSettings, name: str) -> Decimal:
 class QuarantineConfig:
     """The thresholds of :func:`decide` and the confirmation schedule."""
 
-    ratio: Decimal = Decimal(3)
-    minimum_floor: Decimal = Decimal("0.5")
-    confirm_delay: float = 300.0
-    max_confirmations: int = 2
+    ratio: Decimal = Decimal(defaults.PRICEWATCH_QUARANTINE_RATIO)
+    minimum_floor: Decimal = Decimal(defaults.PRICEWATCH_QUARANTINE_MINIMUM_FLOOR)
+    confirm_delay: float = defaults.PRICEWATCH_QUARANTINE_CONFIRM_DELAY
+    max_confirmations: int = defaults.PRICEWATCH_QUARANTINE_MAX_CONFIRMATIONS
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> QuarantineConfig | None:

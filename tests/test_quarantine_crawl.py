@@ -20,7 +20,7 @@ from scrapy.settings import Settings
 from pricewatch.frontier import frontier_from_settings
 
 from .fixtures.sandbox import SandboxProcess
-from .helpers import scrapy, scrapy_env
+from .helpers import project_settings, scrapy, scrapy_env
 from .test_browser_crawl import ONE_AT_A_TIME, crawl, seed, stored
 
 
@@ -28,7 +28,9 @@ def requeue(env: dict[str, str], hosts: list[str]) -> None:
     """Make every entry of ``hosts`` due now (as ``scrapy frontier --requeue`` does)."""
 
     async def run() -> None:
-        settings = Settings({"PRICEWATCH_FRONTIER_URL": env["PRICEWATCH_FRONTIER_URL"]})
+        settings = Settings(
+            project_settings(PRICEWATCH_FRONTIER_URL=env["PRICEWATCH_FRONTIER_URL"])
+        )
         frontier = frontier_from_settings(settings)
         await frontier.open()
         try:

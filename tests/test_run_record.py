@@ -101,7 +101,9 @@ def test_backend_down_at_start_fails_with_one_line_and_its_record(
 def test_a_run_failing_at_start_replaces_the_previous_runs_record(tmp_path: Path) -> None:
     stats = tmp_path / "stats.json"
     stats.write_text(json.dumps(STALE))
-    env = scrapy_env(tmp_path, PRICEWATCH_STORE_URL=f"postgresql://root@127.0.0.1:{closed_port()}/x")
+    env = scrapy_env(
+        tmp_path, PRICEWATCH_STORE_URL=f"postgresql://root@127.0.0.1:{closed_port()}/x"
+    )
     proc = scrapy(tmp_path, "crawl", "products", env=env)
     assert proc.returncode == ExitCode.STORE_UNAVAILABLE
     data = record(stats)
