@@ -162,7 +162,7 @@ def run(
             [*scrapy, "seed", "seeds.txt"], cwd=tmp, env=env, check=True, capture_output=True
         )
         sandbox.reset_stats()
-        log = open(Path(tmp) / "crawl.log", "wb")  # noqa: SIM115 - closed below
+        log = open(Path(tmp) / "crawl.log", "wb")
         started = time.monotonic()
         proc = subprocess.Popen(
             [*scrapy, "crawl", "products", *FAST, *extra], cwd=tmp, env=env, stderr=log

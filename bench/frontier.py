@@ -38,14 +38,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import redis.asyncio as aioredis  # noqa: E402
-from scrapy import Request  # noqa: E402
-from scrapy.utils.request import fingerprint  # noqa: E402
+import redis.asyncio as aioredis
+from scrapy import Request
+from scrapy.utils.request import fingerprint
 
-from pricewatch.frontier import Completion, Entry, Frontier, SchedulePolicy  # noqa: E402
-from pricewatch.frontier.redis import RedisFrontier  # noqa: E402
-from pricewatch.frontier.sqlite import SQLiteFrontier  # noqa: E402
-from pricewatch.outcomes import Outcome  # noqa: E402
+from pricewatch.frontier import Completion, Entry, Frontier, SchedulePolicy
+from pricewatch.frontier.redis import RedisFrontier
+from pricewatch.frontier.sqlite import SQLiteFrontier
+from pricewatch.outcomes import Outcome
 
 NAMESPACE = "bench"
 BASELINE_QUEUE = "bench:requests"

@@ -30,7 +30,7 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pricewatch.storage import Observation, Store, store_from_url  # noqa: E402
+from pricewatch.storage import Observation, Store, store_from_url
 
 BATCH_SIZES = (1, 50, 200, 1000)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -39,7 +39,7 @@ def _scrapy(args: list[str], cwd: Path, env: dict[str, str], capture: bool = Fal
 
 
 def _get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - loopback only
+    with urllib.request.urlopen(url, timeout=10) as response:
         return bytes(response.read())
 
 

@@ -133,5 +133,5 @@ class DestinationMiddleware:
             # download connects with, so the address checked is the address used.
             resolved = await maybe_deferred_to_future(reactor.resolve(host))  # type: ignore[attr-defined,arg-type]
             return ipaddress.ip_address(resolved)
-        except Exception:  # noqa: BLE001 - DNS failures surface at download time
+        except Exception:
             return None

@@ -13,5 +13,3 @@ class Outcome(StrEnum):
     ERROR = "error"  # network error, timeout, 5xx after retries
     SKIPPED = "skipped"  # robots.txt, open circuit: not fetched, rescheduled
 
-
-FAILURES = frozenset({Outcome.BLOCKED, Outcome.ERROR, Outcome.GONE})

@@ -18,7 +18,7 @@ from pricewatch.browser.learned import (
 from .helpers import project_settings
 
 
-def _store(url: str):  # noqa: ANN202 - either backend
+def _store(url: str):
     return browser_domains_from_settings(Settings(project_settings(PRICEWATCH_FRONTIER_URL=url)))
 
 

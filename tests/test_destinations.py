@@ -57,7 +57,7 @@ class Server:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 server.hits[self.path] += 1
                 if self.path == "/redirect":
                     self.send_response(302)

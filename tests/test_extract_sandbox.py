@@ -17,7 +17,7 @@ from pricewatch.extract import extract_offer, extract_offer_from_json
 
 
 def fetch(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - loopback only
+    with urllib.request.urlopen(url, timeout=10) as response:
         return response.read()
 
 

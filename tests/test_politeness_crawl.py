@@ -81,7 +81,7 @@ class FollowCrawl:
         self.tmp_path, self.shop, self.expected = tmp_path, shop, expected
         self.samples: list[Sample] = []
         self.done_at: float | None = None
-        self.log = open(tmp_path / "crawl.log", "w")  # noqa: SIM115 - closed in stop()
+        self.log = open(tmp_path / "crawl.log", "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "scrapy", "crawl", "products", "-a", "follow=1"]
             + settings_args(settings),

@@ -44,7 +44,7 @@ OPTIONS: dict[str, Any] = {
 
 
 def get(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 - loopback only
+    with urllib.request.urlopen(url, timeout=10) as resp:
         return str(resp.read().decode())
 
 

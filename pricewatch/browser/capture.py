@@ -39,7 +39,6 @@ class XhrCapture:
         self.patterns = patterns
         self.domain_currency = domain_currency
         self.offer: Offer | None = None
-        self.payloads = 0  # JSON responses read
         self._found = asyncio.Event()
         self._reading = 0
         self._idle = asyncio.Event()
@@ -79,7 +78,6 @@ class XhrCapture:
         try:
             body = await response.body()
             data = json.loads(body)
-            self.payloads += 1
             self._read(data)
         except Exception as exc:  # closed page, bad JSON, anything: the DOM is the fallback
             logger.debug("Ignoring a JSON response of %s: %r", self.url, exc)

@@ -59,7 +59,7 @@ class Command(ScrapyCrawlCommand):
             started = self.crawler_process.crawl(crawler, **opts.spargs)
             _collect_errors(started, errors)
             self.crawler_process.start()
-        except Exception as exc:  # noqa: BLE001 - every start failure ends here, on one line
+        except Exception as exc:
             errors.append(exc)
         self.exitcode = int(self._conclude(args[0], crawler, errors))
 

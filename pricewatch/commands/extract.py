@@ -74,7 +74,7 @@ class Command(ScrapyCommand):
 
 def _fetch(url: str, user_agent: str) -> tuple[bytes, str]:
     request = urllib.request.Request(url, headers={"User-Agent": user_agent})
-    with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT) as response:  # noqa: S310
+    with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT) as response:
         body = response.read()
         if response.headers.get("Content-Encoding") == "gzip":
             body = gzip.decompress(body)

@@ -56,7 +56,7 @@ class Command(ScrapyCommand):
                     sys.stdin.buffer, encoding="utf-8-sig", errors="surrogateescape", newline=""
                 )
                 if path == "-"
-                else open(  # noqa: SIM115
+                else open(
                     path, encoding="utf-8-sig", errors="surrogateescape", newline=""
                 )
             )

@@ -102,7 +102,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
             )
         assert crawler.stats is not None
         self.stats = crawler.stats
-        self.rng = random.Random()  # noqa: S311 - jitter, not security
+        self.rng = random.Random()
         self.clock = time.monotonic
 
     @classmethod

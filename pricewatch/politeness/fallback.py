@@ -332,7 +332,7 @@ class OfficialCrossCheckMiddleware(_Official):
         super().__init__(crawler)
         if not self.config.sources or not self.config.crosscheck:
             raise NotConfigured  # off unless configured: nothing to warn about
-        self.rng = random.Random()  # noqa: S311 - sampling, not security
+        self.rng = random.Random()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> OfficialCrossCheckMiddleware:
