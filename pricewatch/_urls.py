@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 from tldextract import TLDExtract
 from w3lib.url import canonicalize_url
 
-_QUERY_SECRET = re.compile(r"(?i)([?&;](?:password|passwd|pwd|secret|token)=)[^&;#]*")
+_QUERY_SECRET = re.compile(r"(?i)([?&;](?:password|passwd|pwd|secret|token)=)[^&;]*")
 
 
 def mask_password(url: str) -> str:
@@ -36,6 +36,27 @@ def mask_password(url: str) -> str:
         if colon:
             rest = f"{user}:***@{hostpart}"
     return head + sep + _QUERY_SECRET.sub(r"\1***", rest)
+
+
+def url_problem(url: str) -> str | None:
+    """Why a backend URL would be misread by its client library, in words that quote no
+    part of the password; None when it reads as written. A ``/``, ``?`` or ``#`` in a
+    password ends the host part early (``redis://:p#w@h`` reads as host ``""``, port
+    ``p``), and the libraries' errors then quote pieces of the password."""
+    head, sep, rest = url.partition("://")
+    at = rest.rfind("@")
+    if sep and at >= 0:
+        userinfo = rest[:at]
+        if ":" in userinfo and any(c in userinfo for c in "/?#"):
+            return (
+                "a /, ? or # in the password must be percent-encoded (%2F, %3F, %23), "
+                "and an @ as %40"
+            )
+    try:
+        urlsplit(url).port  # noqa: B018 - parsing is the check
+    except ValueError:
+        return "the port must be a number in 0-65535"
+    return None
 
 
 def mask_userinfo(text: str) -> str:

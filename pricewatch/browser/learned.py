@@ -22,7 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pricewatch import settings as defaults
-from pricewatch._urls import mask_password, scheme, sqlite_path
+from pricewatch._urls import mask_password, scheme, sqlite_path, url_problem
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -133,12 +133,21 @@ class RedisBrowserDomains(BrowserDomains):
         import redis.asyncio as aioredis
 
         if self._client is None:
-            self._client = aioredis.from_url(
-                self._redis_url,
-                socket_timeout=self._timeout,
-                socket_connect_timeout=self._timeout,
-                decode_responses=True,
-            )
+            problem = url_problem(self._redis_url)
+            try:
+                if problem:
+                    raise ValueError(problem)
+                self._client = aioredis.from_url(
+                    self._redis_url,
+                    socket_timeout=self._timeout,
+                    socket_connect_timeout=self._timeout,
+                    decode_responses=True,
+                )
+            except ValueError:  # its message may quote pieces of the password
+                raise RoutingUnavailable(
+                    f"invalid Redis URL {mask_password(self.url)}: "
+                    f"{problem or 'cannot be parsed'}"
+                ) from None
 
     async def close(self) -> None:
         client, self._client = self._client, None

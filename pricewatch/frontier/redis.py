@@ -39,7 +39,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from pricewatch import settings as defaults
-from pricewatch._urls import mask_password
+from pricewatch._urls import mask_password, url_problem
 from pricewatch.frontier._entries import domain_of, lookup_url, valid_entries
 from pricewatch.frontier.base import (
     Completion,
@@ -165,6 +165,9 @@ class RedisFrontier(Frontier):
     async def open(self) -> None:
         if self._client is not None:
             return
+        problem = url_problem(self._redis_url)
+        if problem:
+            raise FrontierUnavailable(f"invalid Redis frontier URL {self.masked_url}: {problem}")
         try:
             client = aioredis.from_url(
                 self._redis_url,
@@ -174,10 +177,8 @@ class RedisFrontier(Frontier):
                 health_check_interval=30,
                 retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), RETRIES),
             )
-        except ValueError as exc:
-            raise FrontierUnavailable(
-                f"invalid Redis frontier URL {self.masked_url}: {exc}"
-            ) from exc
+        except ValueError:  # its message may quote pieces of the password
+            raise FrontierUnavailable(f"invalid Redis frontier URL {self.masked_url}") from None
         try:
             await client.ping()
         except (RedisError, OSError) as exc:

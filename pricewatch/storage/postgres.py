@@ -38,7 +38,7 @@ from typing import Any
 import asyncpg
 
 from pricewatch import settings as defaults
-from pricewatch._urls import mask_password
+from pricewatch._urls import mask_password, url_problem
 from pricewatch.quarantine import (
     CONFIRMED,
     HELD,
@@ -321,12 +321,12 @@ class PostgresStore(Store):
         quarantine: QuarantineConfig | None = None,
     ) -> None:
         self.quarantine_config = quarantine
-        try:
-            self._masked_url = mask_password(url)
-        except ValueError:  # e.g. a port that is not a number
+        self._masked_url = mask_password(url)
+        unreadable = url_problem(url)
+        if unreadable:
             raise ValueError(
-                "PRICEWATCH_STORE_URL is not a valid postgresql:// URL (check the port)"
-            ) from None
+                f"PRICEWATCH_STORE_URL {self._masked_url} cannot be read: {unreadable}"
+            )
         self.url = url
         self.auto_migrate = auto_migrate
         self.timeout = timeout
@@ -347,6 +347,8 @@ class PostgresStore(Store):
             raise StoreUnavailable(
                 f"cannot connect to the store {self._masked()}: {type(exc).__name__}: {exc}"
             ) from exc
+        except ValueError:  # the DSN parser's message may quote pieces of the password
+            raise StoreUnavailable(f"cannot read the store URL {self._masked()}") from None
 
     @staticmethod
     async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -371,6 +373,8 @@ class PostgresStore(Store):
             raise StoreUnavailable(
                 f"cannot connect to the store {self._masked()}: {type(exc).__name__}: {exc}"
             ) from exc
+        except ValueError:  # the DSN parser's message may quote pieces of the password
+            raise StoreUnavailable(f"cannot read the store URL {self._masked()}") from None
         try:
             if not self.auto_migrate:
                 async with pool.acquire() as conn:
