@@ -167,13 +167,18 @@ PRICEWATCH_BROWSER_ROUTES_REFRESH = 60.0
 # Seconds a browser page may take, after it loaded, to produce a price (an XHR/fetch JSON
 # offer or a filled price node) before it ends as `no_price`. Raise for slow shops.
 PRICEWATCH_BROWSER_WAIT_TIMEOUT = 10.0
-# Per host, the CSS selector of the price node to wait for, e.g. {"shop.example": "#price"};
-# other hosts use pricewatch.browser.router.PRICE_SELECTOR. Set one when the default waits
-# for the wrong node (a recommendations carousel).
+# Seconds between two readings of a rendered page while waiting for the product's own price
+# (its XHR JSON, or a price inside the product's region). Lower finds prices sooner at the
+# cost of more page reads (each one a DOM serialisation and an extraction).
+PRICEWATCH_BROWSER_POLL_INTERVAL = 0.2
+# Per host, the CSS selector of a node that must show a digit before the rendered page is
+# read, e.g. {"shop.example": "#price"}; other hosts: none. Set one for a shop whose page
+# shows a placeholder price in the product's region before the real one arrives.
 PRICEWATCH_BROWSER_PRICE_SELECTORS: dict[str, str] = {}
 # Per host, regular expressions of the XHR/fetch URLs whose JSON carries the offer, e.g.
-# {"shop.example": [r"/api/offer/"]}; [] reads the DOM only. Other hosts: any product-like
-# JSON (an object with a price key, not a list of products).
+# {"shop.example": [r"/api/offer/"]}; [] reads the DOM only. Other hosts: product-like JSON
+# (an object with a price key, not a list of products) that names the page's own product by
+# SKU, name or URL (pricewatch/browser/_identity.py); another product's JSON is ignored.
 PRICEWATCH_BROWSER_XHR_PATTERNS: dict[str, list[str]] = {}
 # Pages per browser context before new pages go to a fresh context (the old one closes when
 # its last page does), so caches and leaks do not pile up. Lower it if memory still grows.

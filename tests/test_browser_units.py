@@ -369,3 +369,29 @@ async def test_a_route_that_cannot_be_saved_is_still_used_and_counted(
     assert router.crawler.stats.get_value("pricewatch/browser/learned") == 1
     assert router.crawler.stats.get_value("pricewatch/browser/learn_not_saved") == 1
     assert router.route(Request("https://spa.example/p")).meta[BROWSER_META] == "learned"
+
+
+async def test_a_browser_page_takes_its_own_products_json_and_counts_the_others(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without an XHR pattern, another product's JSON (captured first) is ignored and
+    counted; the JSON naming the page's product is the offer."""
+    from scrapy.http import HtmlResponse
+
+    from pricewatch.meta import BROWSER_CAPTURE_META
+
+    router = _router(monkeypatch, tmp_path, PRICEWATCH_JS_DOMAINS=["shop.example"])
+    router.crawler.stats.open_spider()
+    url = "https://shop.example/products/kettle-kt-2000"
+    request = router.route(Request(url))
+    capture = request.meta[BROWSER_CAPTURE_META]
+    assert capture.patterns is None
+    capture._read({"sku": "MUG-7", "name": "Mug", "price": 4.5, "currency": "EUR"})
+    capture._read({"sku": "KT-2000", "name": "Kettle", "price": 39.9, "currency": "EUR"})
+    body = b'<html><body><div data-sku="KT-2000"><h1>Kettle</h1></div></body></html>'
+    response = HtmlResponse(url, body=body, request=request)
+    offer = await router.extract(response)
+    assert offer is not None and str(offer.price) == "39.9" and offer.source == "xhr"
+    stats = router.crawler.stats
+    assert stats.get_value("pricewatch/browser/xhr_ignored") == 1
+    assert stats.get_value("pricewatch/browser/offer/xhr") == 1

@@ -4,7 +4,10 @@ One :class:`XhrCapture` per browser request, registered as the page's ``response
 handler (``playwright_page_event_handlers``) before navigation, so no response is missed.
 Per-domain URL patterns (``PRICEWATCH_BROWSER_XHR_PATTERNS``) say which responses carry
 the offer; without patterns, any XHR/fetch JSON response that is product-like (see
-:func:`pricewatch.browser._signals.product_like`) is read.
+:func:`pricewatch.browser._signals.product_like`) is read and kept as a *candidate*, used
+only once it is known to name the page's own product by SKU, name or URL
+(:mod:`pricewatch.browser._identity`): a recommendation's or a featured product's JSON
+never supplies the price.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pricewatch.browser._identity import PageIdentity, payload_identity
 from pricewatch.browser._signals import product_like
 from pricewatch.extract import Offer, extract_offer_from_json
 
@@ -38,8 +42,11 @@ class XhrCapture:
         self.url = url
         self.patterns = patterns
         self.domain_currency = domain_currency
-        self.offer: Offer | None = None
+        self.offer: Offer | None = None  # with patterns: the first offer of a matching URL
+        # Without patterns: product-like offers with the ids, names and URLs they carry.
+        self.candidates: list[tuple[Offer, list[object], list[object], list[str]]] = []
         self._found = asyncio.Event()
+        self._new = asyncio.Event()  # a candidate arrived
         self._reading = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -92,13 +99,37 @@ class XhrCapture:
         offer = extract_offer_from_json(
             data, self.url, domain_currency=self.domain_currency, source="xhr"
         )
-        if offer is not None and offer.price is not None and self.offer is None:
+        if offer is None or offer.price is None:
+            return
+        if self.patterns is None:
+            ids, names, urls = payload_identity(data)
+            self.candidates.append((offer, ids, names, urls))
+            self._new.set()
+        elif self.offer is None:
             self.offer = offer
             self._found.set()
 
+    def offer_for(self, page: PageIdentity) -> Offer | None:
+        """The captured offer of the page's product: with patterns, the first one; without,
+        the first candidate naming the product ``page`` describes."""
+        if self.offer is not None:
+            return self.offer
+        for offer, ids, names, urls in self.candidates:
+            if page.names_product(ids, names, urls):
+                return offer
+        return None
+
+    def ignored(self, page: PageIdentity) -> int:
+        """Candidates that do not name the page's product (another product's JSON)."""
+        return sum(not page.names_product(i, n, u) for _, i, n, u in self.candidates)
+
     async def found(self) -> None:
-        """Returns once an offer was captured."""
-        await self._found.wait()
+        """Returns once an offer was captured (patterns) or a candidate arrived (none)."""
+        if self.patterns is None:
+            await self._new.wait()
+            self._new.clear()
+        else:
+            await self._found.wait()
 
     async def settled(self) -> None:
         """Returns once no JSON response is being read (those already seen are done)."""

@@ -9,7 +9,12 @@ the learned routes when the spider opens). The ``products`` spider asks it to:
 - ``should_retry(response)``: after a static fetch without a price, whether the page
   shows client-side rendering and deserves one browser retry (same lease);
 - ``extract(response)``: the offer of a browser page: from the captured XHR/fetch JSON
-  first, else from the rendered DOM once a price node fills (explicit wait, bounded by
+  that names the page's own product (by SKU, name or URL, see
+  :mod:`pricewatch.browser._identity`), else from the rendered DOM once a price shows
+  inside the product's region: the rendered page is read every
+  ``PRICEWATCH_BROWSER_POLL_INTERVAL`` by :func:`pricewatch.extract.extract_offer`, as a
+  static page is, so a price outside the product's region (a recommendations carousel in
+  the static HTML) is never taken, however early it shows (explicit wait, bounded by
   ``PRICEWATCH_BROWSER_WAIT_TIMEOUT``); a retry that finds a price teaches the domain;
 - ``release(meta)``: close the page (on success and on error) and recycle contexts.
 
@@ -21,9 +26,10 @@ Settings (defaults and when to change them: ``pricewatch/settings.py``):
   that find no price before the crawl stops retrying that domain.
 - ``PRICEWATCH_BROWSER_ROUTES_REFRESH``: how often learned routes are reloaded
   from the frontier backend (routes learned by other workers).
-- ``PRICEWATCH_BROWSER_WAIT_TIMEOUT``: wait for the XHR or the price node.
-- ``PRICEWATCH_BROWSER_PRICE_SELECTORS``: host -> CSS selector of the price node
-  (default :data:`PRICE_SELECTOR`).
+- ``PRICEWATCH_BROWSER_WAIT_TIMEOUT``: wait for the XHR or the product's price.
+- ``PRICEWATCH_BROWSER_POLL_INTERVAL``: how often the rendered page is read while waiting.
+- ``PRICEWATCH_BROWSER_PRICE_SELECTORS``: host -> CSS selector of a node that must show a
+  digit before the rendered page is read (none: no such node).
 - ``PRICEWATCH_BROWSER_XHR_PATTERNS``: host -> regular expressions of the URLs whose
   JSON carries the offer ([] = capture nothing, DOM only); other hosts: product-like JSON.
 - ``PRICEWATCH_BROWSER_CONTEXT_PAGES``: pages per browser context before the next
@@ -48,6 +54,7 @@ from scrapy.http import HtmlResponse, Response
 from scrapy.utils.httpobj import urlparse_cached
 
 from pricewatch._urls import host_matches
+from pricewatch.browser._identity import PageIdentity, page_identity
 from pricewatch.browser._signals import client_rendering_signs
 from pricewatch.browser.blocking import ResourceBlocker, skip_favicon
 from pricewatch.browser.capture import XhrCapture
@@ -65,10 +72,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-PRICE_SELECTOR = (
-    "[itemprop=price], #price, .price, .product-price, .price--current, [data-price], "
-    "[data-testid*=price], script[type='application/ld+json']"
-)
 # True once a node matching the selector shows a digit (text or content attribute).
 _PRICE_SHOWN_JS = """(selector) => Array.from(document.querySelectorAll(selector)).some(
   (e) => /\\d/.test(e.getAttribute("content") || e.textContent || ""))"""
@@ -90,6 +93,7 @@ class BrowserRouter:
         self.learn_tries = settings.getint("PRICEWATCH_BROWSER_LEARN_TRIES")
         self.refresh_every = settings.getfloat("PRICEWATCH_BROWSER_ROUTES_REFRESH")
         self.wait_timeout = settings.getfloat("PRICEWATCH_BROWSER_WAIT_TIMEOUT")
+        self.poll_interval = settings.getfloat("PRICEWATCH_BROWSER_POLL_INTERVAL")
         self.context_pages = settings.getint("PRICEWATCH_BROWSER_CONTEXT_PAGES")
         self.wait_until = settings.get("PRICEWATCH_BROWSER_WAIT_UNTIL")
         self.selectors = {
@@ -118,6 +122,7 @@ class BrowserRouter:
                 raise ValueError(f"{name} must be >= {low}, got {value}")
         for name, fvalue in (
             ("PRICEWATCH_BROWSER_WAIT_TIMEOUT", self.wait_timeout),
+            ("PRICEWATCH_BROWSER_POLL_INTERVAL", self.poll_interval),
             ("PRICEWATCH_BROWSER_ROUTES_REFRESH", self.refresh_every),
         ):
             if fvalue <= 0:
@@ -354,46 +359,66 @@ class BrowserRouter:
         host: str,
         rules: Rules | None,
     ) -> Offer | None:
-        if capture is not None and capture.offer is not None:
-            return capture.offer
+        identity = page_identity(response.body, response.url)
+        if capture is not None and (found := capture.offer_for(identity)) is not None:
+            return self._counted(found, capture, identity)
         if page is None or page.is_closed():
-            return extract_offer(
-                response.body, response.url, domain_currency=self.domain_currency, rules=rules
-            )
-        selector = self.selectors.get(host, PRICE_SELECTOR)
-        waits: dict[str, asyncio.Future[Any]] = {
-            "dom": asyncio.ensure_future(
-                page.wait_for_function(
-                    _PRICE_SHOWN_JS, arg=selector, timeout=self.wait_timeout * 1000
-                )
-            )
-        }
-        if capture is not None and capture.enabled:
-            waits["xhr"] = asyncio.ensure_future(capture.found())
-        try:
-            done, _ = await asyncio.wait(
-                waits.values(), timeout=self.wait_timeout + 1, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            for future in waits.values():
-                future.cancel()
-            await asyncio.gather(*waits.values(), return_exceptions=True)
-        if capture is not None:
-            # A JSON response being read when the DOM filled is awaited, not raced.
-            with suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(capture.settled(), self.wait_timeout)
-            if capture.offer is not None:
-                return capture.offer
-        dom = waits["dom"]
-        if dom not in done or dom.cancelled() or dom.exception() is not None:
-            self._stats.inc_value("pricewatch/browser/wait_timeout")
-            logger.info("%s: no price rendered within %.1fs", response.url, self.wait_timeout)
-        try:
-            body = await page.content()
-        except Exception as exc:  # the page crashed or closed
-            logger.debug("Could not read the rendered %s: %r", response.url, exc)
-            return None
-        return extract_offer(body, response.url, domain_currency=self.domain_currency, rules=rules)
+            return self._counted(self._read(response.body, response.url, rules), capture, identity)
+        selector = self.selectors.get(host)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.wait_timeout
+        offer: Offer | None = None
+        while True:
+            try:
+                body = await page.content()
+                shown = selector is None or await page.evaluate(_PRICE_SHOWN_JS, selector)
+            except Exception as exc:  # the page crashed or closed
+                logger.debug("Could not read the rendered %s: %r", response.url, exc)
+                return offer
+            # The rendered page may name its product only now (a title filled by script).
+            identity = identity.merge(page_identity(body, response.url))
+            if capture is not None and (found := capture.offer_for(identity)) is not None:
+                return self._counted(found, capture, identity)
+            if shown:
+                offer = self._read(body, response.url, rules)
+                if offer is not None and offer.price is not None:
+                    if capture is not None:
+                        # A JSON response being read as the DOM filled is awaited, not raced.
+                        with suppress(asyncio.TimeoutError):
+                            await asyncio.wait_for(capture.settled(), self.wait_timeout)
+                        if (found := capture.offer_for(identity)) is not None:
+                            offer = found
+                    return self._counted(offer, capture, identity)
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            await self._next_event(capture, min(self.poll_interval, left))
+        self._stats.inc_value("pricewatch/browser/wait_timeout")
+        logger.info("%s: no price of the product within %.1fs", response.url, self.wait_timeout)
+        return self._counted(offer, capture, identity)
+
+    def _read(self, body: bytes | str, url: str, rules: Rules | None) -> Offer | None:
+        """The offer of a rendered page, read as a static page is (the product's region)."""
+        return extract_offer(body, url, domain_currency=self.domain_currency, rules=rules)
+
+    @staticmethod
+    async def _next_event(capture: XhrCapture | None, seconds: float) -> None:
+        """Sleep ``seconds``, or less if a JSON offer arrives meanwhile."""
+        if capture is None or not capture.enabled:
+            await asyncio.sleep(seconds)
+            return
+        with suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(capture.found(), seconds)
+
+    def _counted(
+        self, offer: Offer | None, capture: XhrCapture | None, identity: PageIdentity
+    ) -> Offer | None:
+        """``offer``, after counting the JSON offers ignored as another product's."""
+        if capture is not None and capture.patterns is None:
+            ignored = capture.ignored(identity)
+            if ignored:
+                self._stats.inc_value("pricewatch/browser/xhr_ignored", ignored)
+        return offer
 
     async def release(self, meta: MutableMapping[str, Any], *, failed: bool = False) -> None:
         """Close the page of a browser request (once), whatever its outcome (``failed``:
