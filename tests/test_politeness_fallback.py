@@ -15,7 +15,7 @@ import pytest
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.test import get_crawler
 
-from pricewatch.extract import Offer
+from pricewatch.extract import Offer, normalise_availability, parse_machine
 from pricewatch.politeness.fallback import (
     FallbackConfig,
     OfficialCrossCheckMiddleware,
@@ -160,6 +160,25 @@ def test_parse_never_invents_a_price(
         assert offer is not None
         assert offer.price == Decimal(price)
         assert offer.availability == availability
+
+
+@pytest.mark.parametrize(
+    ("amount", "stock", "price", "availability"),
+    [
+        pytest.param("1,299.00", "PreOrder", "1299.00", "InStock", id="grouped-preorder"),
+        pytest.param("1299", "yes", "1299", "InStock", id="yes"),
+        pytest.param(7.5, "OutOfStock", "7.5", "OutOfStock", id="number-out-of-stock"),
+    ],
+)
+def test_parse_reads_amounts_and_stock_as_the_page_reader_does(
+    amount: Any, stock: str, price: str, availability: str
+) -> None:
+    body = json.dumps({"price": {"amount": amount}, "availability": stock}).encode()
+    offer = source().parse(body, "http://shop.test/p/1")
+    assert offer is not None
+    assert (offer.price, offer.availability) == (Decimal(price), availability)
+    assert offer.price == parse_machine(str(amount))
+    assert offer.availability == normalise_availability(stock)
 
 
 def test_parse_ignores_broken_json_and_bad_currency() -> None:
