@@ -45,7 +45,7 @@ import logging
 import re
 import time
 from collections import Counter
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +80,22 @@ _ATTR = "_pricewatch_browser_router"
 CLOSE_TIMEOUT = 10.0
 
 
+def xhr_patterns(raw: Mapping[str, Any]) -> dict[str, list[re.Pattern[str]]]:
+    """``PRICEWATCH_BROWSER_XHR_PATTERNS`` compiled, by lower-cased host."""
+    compiled: dict[str, list[re.Pattern[str]]] = {}
+    for host, patterns in raw.items():
+        if isinstance(patterns, str):
+            patterns = [patterns]
+        try:
+            compiled[host.lower()] = [re.compile(p) for p in patterns]
+        except (re.error, TypeError) as exc:
+            raise ValueError(
+                "PRICEWATCH_BROWSER_XHR_PATTERNS must map hosts to lists of regular "
+                f"expressions, got {host!r}: {patterns!r} ({exc})"
+            ) from None
+    return compiled
+
+
 class BrowserRouter:
     def __init__(self, crawler: Crawler) -> None:
         from pricewatch.browser.addon import browser_availability
@@ -103,35 +119,8 @@ class BrowserRouter:
         self.domain_currency = {
             h.lower(): c.upper() for h, c in settings.getdict("PRICEWATCH_DOMAIN_CURRENCY").items()
         }
-        self.xhr_patterns: dict[str, list[re.Pattern[str]]] = {}
-        for host, patterns in settings.getdict("PRICEWATCH_BROWSER_XHR_PATTERNS").items():
-            if isinstance(patterns, str):
-                patterns = [patterns]
-            try:
-                self.xhr_patterns[host.lower()] = [re.compile(p) for p in patterns]
-            except (re.error, TypeError) as exc:
-                raise ValueError(
-                    "PRICEWATCH_BROWSER_XHR_PATTERNS must map hosts to lists of regular "
-                    f"expressions, got {host!r}: {patterns!r} ({exc})"
-                ) from None
-        for name, value, low in (
-            ("PRICEWATCH_BROWSER_LEARN_TRIES", self.learn_tries, 1),
-            ("PRICEWATCH_BROWSER_CONTEXT_PAGES", self.context_pages, 1),
-        ):
-            if value < low:
-                raise ValueError(f"{name} must be >= {low}, got {value}")
-        for name, fvalue in (
-            ("PRICEWATCH_BROWSER_WAIT_TIMEOUT", self.wait_timeout),
-            ("PRICEWATCH_BROWSER_POLL_INTERVAL", self.poll_interval),
-            ("PRICEWATCH_BROWSER_ROUTES_REFRESH", self.refresh_every),
-        ):
-            if fvalue <= 0:
-                raise ValueError(f"{name} must be > 0, got {fvalue}")
-        if self.wait_until not in WAIT_UNTIL:
-            raise ValueError(
-                f"PRICEWATCH_BROWSER_WAIT_UNTIL must be one of {WAIT_UNTIL}, "
-                f"got {self.wait_until!r}"
-            )
+        self.xhr_patterns = xhr_patterns(settings.getdict("PRICEWATCH_BROWSER_XHR_PATTERNS"))
+        self._check_settings()
         blocker = settings.get("PLAYWRIGHT_ABORT_REQUEST")
         self.skip_favicon = isinstance(blocker, ResourceBlocker) and blocker.blocks("", "image")
         # None: a browser is there (or the operator configured one); else why not.
@@ -155,6 +144,26 @@ class BrowserRouter:
         # A request the scheduler drops reaches neither callback nor errback: release it
         # too, or its retired context would never close.
         crawler.signals.connect(self._request_dropped, signal=signals.request_dropped)
+
+    def _check_settings(self) -> None:
+        for name, value, low in (
+            ("PRICEWATCH_BROWSER_LEARN_TRIES", self.learn_tries, 1),
+            ("PRICEWATCH_BROWSER_CONTEXT_PAGES", self.context_pages, 1),
+        ):
+            if value < low:
+                raise ValueError(f"{name} must be >= {low}, got {value}")
+        for name, fvalue in (
+            ("PRICEWATCH_BROWSER_WAIT_TIMEOUT", self.wait_timeout),
+            ("PRICEWATCH_BROWSER_POLL_INTERVAL", self.poll_interval),
+            ("PRICEWATCH_BROWSER_ROUTES_REFRESH", self.refresh_every),
+        ):
+            if fvalue <= 0:
+                raise ValueError(f"{name} must be > 0, got {fvalue}")
+        if self.wait_until not in WAIT_UNTIL:
+            raise ValueError(
+                f"PRICEWATCH_BROWSER_WAIT_UNTIL must be one of {WAIT_UNTIL}, "
+                f"got {self.wait_until!r}"
+            )
 
     @classmethod
     def of(cls, crawler: Crawler) -> BrowserRouter:

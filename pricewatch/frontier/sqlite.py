@@ -238,6 +238,41 @@ class SQLiteFrontier(Frontier):
     def _claim_sync(self, conn: sqlite3.Connection, n: int) -> list[Lease]:
         now = time.time()
         self._reap_sync(conn, now)
+        room, health = self._due_domains(conn, n, now)
+        picked = self._pick_rows(conn, room, n, now)
+        chosen = interleave([rows for rows in picked.values() if rows], n)
+        deadline = now + self.policy.lease_ttl
+        leases = [
+            Lease(
+                url=url,
+                domain=domain,
+                token=secrets.token_hex(8),
+                deadline=deadline,
+                sku=sku,
+                importance=imp,
+                attempts=attempts,
+                failures=fails,
+                gone=gone,
+                checks=checks,
+                changes=changes,
+                seen_at=seen,
+                health=health.get(domain, 1.0),
+            )
+            for url, domain, sku, imp, _due, attempts, fails, gone, checks, changes, seen in chosen
+        ]
+        conn.executemany(
+            "UPDATE frontier_entries SET lease_token = ?, lease_until = ?, fetched = 0 "
+            "WHERE url = ?",
+            ((lease.token, deadline, lease.url) for lease in leases),
+        )
+        self.stats["pricewatch/frontier/claimed"] += len(leases)
+        return leases
+
+    def _due_domains(
+        self, conn: sqlite3.Connection, n: int, now: float
+    ) -> tuple[dict[str, int], dict[str, float]]:
+        """The unpaused domains with an entry due, most overdue first, each with the
+        leases it may still take (its per-domain cap); and every domain's health."""
         cap = self.policy.domain_max_inflight
         domains = conn.execute(
             "SELECT domain, health FROM frontier_domains WHERE paused_until <= ?", (now,)
@@ -248,7 +283,6 @@ class SQLiteFrontier(Frontier):
                 "WHERE lease_token IS NOT NULL AND fetched = 0 GROUP BY domain"
             ).fetchall()
         )
-        health = dict(domains)
         heads: list[tuple[float, str, int]] = []
         for domain, _ in domains:
             free = n if cap <= 0 else min(n, cap - inflight.get(domain, 0))
@@ -258,8 +292,14 @@ class SQLiteFrontier(Frontier):
             if head is not None and head <= now:
                 heads.append((head, domain, free))
         heads.sort()
-        # Most overdue domain first: it is served first in every round.
-        room = {domain: free for _, domain, free in heads}
+        return {domain: free for _, domain, free in heads}, dict(domains)
+
+    @staticmethod
+    def _pick_rows(
+        conn: sqlite3.Connection, room: dict[str, int], n: int, now: float
+    ) -> dict[str, list[tuple[Any, ...]]]:
+        """Up to ``n`` due rows, shared out in rounds between the domains of ``room`` (in
+        its order: the most overdue domain is served first in every round)."""
         picked: dict[str, list[tuple[Any, ...]]] = {}
         exhausted: set[str] = set()
         remaining = n
@@ -278,34 +318,7 @@ class SQLiteFrontier(Frontier):
                     exhausted.add(domain)
                 if remaining <= 0:
                     break
-        chosen = interleave([rows for rows in picked.values() if rows], n)
-        deadline = now + self.policy.lease_ttl
-        leases = []
-        for url, domain, sku, imp, _due, attempts, fails, gone, checks, changes, seen in chosen:
-            leases.append(
-                Lease(
-                    url=url,
-                    domain=domain,
-                    token=secrets.token_hex(8),
-                    deadline=deadline,
-                    sku=sku,
-                    importance=imp,
-                    attempts=attempts,
-                    failures=fails,
-                    gone=gone,
-                    checks=checks,
-                    changes=changes,
-                    seen_at=seen,
-                    health=health.get(domain, 1.0),
-                )
-            )
-        conn.executemany(
-            "UPDATE frontier_entries SET lease_token = ?, lease_until = ?, fetched = 0 "
-            "WHERE url = ?",
-            ((lease.token, deadline, lease.url) for lease in leases),
-        )
-        self.stats["pricewatch/frontier/claimed"] += len(leases)
-        return leases
+        return picked
 
     # -- release ----------------------------------------------------------------------------
 

@@ -125,7 +125,7 @@ _MIGRATIONS_TABLE = (
 )
 
 
-def _money(value: Decimal | None) -> str | None:
+def _optional_text(value: Decimal | None) -> str | None:
     return None if value is None else stored_text(value)
 
 
@@ -322,66 +322,10 @@ class SQLiteStore(Store):
         """Apply one observation; return whether it is a recorded change (also on replay).
         Holds, confirmations and rejections of the quarantine go into ``result``."""
         at = iso_utc(obs.observed_at)
-        price, regular = stored_text(obs.price), _money(obs.regular_price)
+        price, regular = stored_text(obs.price), _optional_text(obs.regular_price)
         stored = db.execute(_SELECT_PRODUCT, (obs.url,)).fetchone()
-        config = self.quarantine_config
-        if stored is not None and config is not None:
-            done = db.execute(_QUARANTINED, (obs.url, at)).fetchone()
-            if done is not None:  # a replay of an observation that was not published
-                if done[0] == HELD:
-                    hold = db.execute(_OPEN_HOLD, (obs.url,)).fetchone()
-                    result.held[obs.url] = hold[3]
-                return False
-            hold_row = db.execute(_OPEN_HOLD, (obs.url,)).fetchone()
-            hold = None
-            if hold_row is not None:
-                hold = Hold(
-                    parse_iso(hold_row[0]),
-                    Decimal(hold_row[1]),
-                    hold_row[2],
-                    hold_row[3],
-                    hold_row[4],
-                )
-            published = Published(
-                price=Decimal(stored[2]),
-                currency=stored[3],
-                checked_at=parse_iso(stored[1]),
-                min_price=_decimal(stored[4]),
-            )
-            verdict = decide(config, published, hold, obs)
-            action = verdict.action
-            if action in (Action.CONFIRM, Action.REVERT, Action.REPLACE, Action.GIVE_UP):
-                assert hold is not None
-                status = CONFIRMED if action is Action.CONFIRM else REJECTED
-                db.execute(_CLOSE_HOLD, (status, at, obs.url))
-                if status == CONFIRMED:
-                    result.confirmed.add(obs.url)
-                else:
-                    result.unconfirmed.append((obs.url, hold.reason))
-            if action in (Action.HOLD, Action.REPLACE, Action.GIVE_UP, Action.DISCARD):
-                assert verdict.reason is not None
-                status = HELD if action in (Action.HOLD, Action.REPLACE) else REJECTED
-                db.execute(
-                    _INSERT_HOLD,
-                    (
-                        obs.url,
-                        obs.sku,
-                        price,
-                        obs.currency,
-                        regular,
-                        obs.availability,
-                        obs.raw_hash,
-                        at,
-                        verdict.reason,
-                        status,
-                        verdict.attempt,
-                        None if status == HELD else at,
-                    ),
-                )
-                if status == HELD:
-                    result.held[obs.url] = verdict.reason
-                else:
-                    result.unconfirmed.append((obs.url, verdict.reason))
+        if stored is not None and self.quarantine_config is not None:
+            if not self._passes_quarantine(db, obs, stored, result):
                 return False
         change = (
             obs.url,
@@ -461,6 +405,75 @@ class SQLiteStore(Store):
             if len(page) < PAGE:
                 return
             after = page[-1].url
+
+    def _passes_quarantine(
+        self, db: sqlite3.Connection, obs: Observation, stored: tuple[Any, ...], result: WriteResult
+    ) -> bool:
+        """Whether ``obs`` goes on to the product row, as the quarantine decides (see
+        :mod:`pricewatch.storage.quarantine`); holds, confirmations and rejections go into
+        ``result``. False for a held, discarded or replayed observation."""
+        config = self.quarantine_config
+        assert config is not None
+        at = iso_utc(obs.observed_at)
+        price, regular = stored_text(obs.price), _optional_text(obs.regular_price)
+        done = db.execute(_QUARANTINED, (obs.url, at)).fetchone()
+        if done is not None:  # a replay of an observation that was not published
+            if done[0] == HELD:
+                hold = db.execute(_OPEN_HOLD, (obs.url,)).fetchone()
+                result.held[obs.url] = hold[3]
+            return False
+        hold_row = db.execute(_OPEN_HOLD, (obs.url,)).fetchone()
+        hold = None
+        if hold_row is not None:
+            hold = Hold(
+                parse_iso(hold_row[0]),
+                Decimal(hold_row[1]),
+                hold_row[2],
+                hold_row[3],
+                hold_row[4],
+            )
+        published = Published(
+            price=Decimal(stored[2]),
+            currency=stored[3],
+            checked_at=parse_iso(stored[1]),
+            min_price=_decimal(stored[4]),
+        )
+        verdict = decide(config, published, hold, obs)
+        action = verdict.action
+        if action in (Action.CONFIRM, Action.REVERT, Action.REPLACE, Action.GIVE_UP):
+            assert hold is not None
+            status = CONFIRMED if action is Action.CONFIRM else REJECTED
+            db.execute(_CLOSE_HOLD, (status, at, obs.url))
+            if status == CONFIRMED:
+                result.confirmed.add(obs.url)
+            else:
+                result.unconfirmed.append((obs.url, hold.reason))
+        if action in (Action.HOLD, Action.REPLACE, Action.GIVE_UP, Action.DISCARD):
+            assert verdict.reason is not None
+            status = HELD if action in (Action.HOLD, Action.REPLACE) else REJECTED
+            db.execute(
+                _INSERT_HOLD,
+                (
+                    obs.url,
+                    obs.sku,
+                    price,
+                    obs.currency,
+                    regular,
+                    obs.availability,
+                    obs.raw_hash,
+                    at,
+                    verdict.reason,
+                    status,
+                    verdict.attempt,
+                    None if status == HELD else at,
+                ),
+            )
+            if status == HELD:
+                result.held[obs.url] = verdict.reason
+            else:
+                result.unconfirmed.append((obs.url, verdict.reason))
+            return False
+        return True
 
     def _latest_page(self, domain: str | None, after: str) -> list[ProductRow]:
         if domain is None:
