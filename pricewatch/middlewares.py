@@ -1,15 +1,41 @@
-"""The project's downloader middlewares, registered in ``DOWNLOADER_MIDDLEWARES``.
+"""The middlewares of a pricewatch crawl, in the order a request meets them.
 
-- ``DestinationMiddleware`` (50, :mod:`pricewatch.destinations`): refuses hosts that resolve
-  to non-public addresses outside ``PRICEWATCH_ALLOWED_NETWORKS``.
+``settings.py`` registers each one by its real path (``DOWNLOADER_MIDDLEWARES``,
+``SPIDER_MIDDLEWARES``); this module introduces them and re-exports the project's own, so
+``from pricewatch.middlewares import CircuitBreakerMiddleware`` works as well.
 
-Politeness and resilience (:mod:`pricewatch.politeness`):
-- ``CircuitBreakerMiddleware`` (570): per-domain circuit breaker shared through the
-  frontier, and challenge-page detection.
-- ``BackoffRetryMiddleware`` (550, in place of Scrapy's ``RetryMiddleware``): retries of
-  429/5xx with exponential backoff, full jitter and Retry-After.
-- ``OfficialSourceMiddleware`` (560, :mod:`pricewatch.politeness.fallback`): the official API of a
-  domain whose circuit has been open too long.
+Downloader middlewares (a request goes down the orders, its response comes back up):
+
+- 50 ``DestinationMiddleware`` (:mod:`pricewatch.destinations`): refuses hosts that resolve
+  to non-public addresses outside ``PRICEWATCH_ALLOWED_NETWORKS`` (outcome ``skipped``),
+  before robots.txt fetches anything from them.
+- 100 Scrapy's ``RobotsTxtMiddleware`` (``ROBOTSTXT_OBEY``): disallowed product URLs end
+  as ``skipped``, never fetched.
+- 300-500 Scrapy's auth, timeout, default headers and ``USER_AGENT``.
+- 550 ``BackoffRetryMiddleware`` (:mod:`pricewatch.politeness.backoff`), in place of
+  Scrapy's ``RetryMiddleware``: retries 429/5xx with exponential backoff, full jitter and
+  Retry-After, held in the scheduler (:class:`~pricewatch.politeness.scheduler.
+  BackoffScheduler`) rather than in a download slot.
+- 560 ``OfficialSourceMiddleware`` (:mod:`pricewatch.politeness.fallback`): a domain whose
+  circuit has been open too long is read from its official source, same lease.
+- 570 ``CircuitBreakerMiddleware`` (:mod:`pricewatch.politeness.breaker`): per-domain
+  circuit breaker shared through the frontier, and challenge-page detection; it sits
+  below HTTP decompression (590), so it sees every response decompressed, and above the
+  retry, so a block is counted before a retry is decided.
+- 580-900 Scrapy's meta refresh, decompression, redirects, cookies, proxy, stats, cache.
+- Then the download itself: plain HTTP, or the browser (scrapy-playwright's download
+  handler) for requests the browser routing marked. Routing is not a middleware: the
+  spider asks :class:`~pricewatch.browser.router.BrowserRouter` (an extension that
+  :class:`~pricewatch.browser.BrowserAddon` registers) for each request's meta, see
+  :mod:`pricewatch.browser`.
+
+Spider middlewares:
+
+- Scrapy's start (25) and HTTP error (50) middlewares; ``HTTPERROR_ALLOWED_CODES`` lets
+  404/410/403/429 reach the spider, which records ``gone``/``blocked``.
+- 600 ``OfficialCrossCheckMiddleware`` (:mod:`pricewatch.politeness.fallback`): checks a
+  sample of page offers against the domain's official source.
+- Scrapy's referer, URL length, depth and meta-copy middlewares (700-1000).
 """
 
 from __future__ import annotations
@@ -17,11 +43,12 @@ from __future__ import annotations
 from pricewatch.destinations import DestinationMiddleware
 from pricewatch.politeness.backoff import BackoffRetryMiddleware
 from pricewatch.politeness.breaker import CircuitBreakerMiddleware
-from pricewatch.politeness.fallback import OfficialSourceMiddleware
+from pricewatch.politeness.fallback import OfficialCrossCheckMiddleware, OfficialSourceMiddleware
 
 __all__ = [
     "BackoffRetryMiddleware",
     "CircuitBreakerMiddleware",
     "DestinationMiddleware",
+    "OfficialCrossCheckMiddleware",
     "OfficialSourceMiddleware",
 ]

@@ -339,6 +339,7 @@ PRICEWATCH_QUARANTINE_CONFIRM_DELAY = 300.0
 PRICEWATCH_QUARANTINE_MAX_CONFIRMATIONS = 2
 
 # --- Pipelines and middlewares ----------------------------------------------------------------
+# pricewatch/middlewares.py introduces every middleware of a crawl, Scrapy's included, in order.
 ITEM_PIPELINES = {
     "pricewatch.pipelines.ValidationPipeline": 300,
     "pricewatch.pipelines.StorePipeline": 800,
@@ -349,11 +350,11 @@ ITEM_PIPELINES = {
 # The destination check (pricewatch/destinations.py) comes first, at 50: before robots.txt
 # (100) fetches anything from a host it would refuse.
 DOWNLOADER_MIDDLEWARES = {
-    "pricewatch.middlewares.DestinationMiddleware": 50,
+    "pricewatch.destinations.DestinationMiddleware": 50,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
-    "pricewatch.middlewares.BackoffRetryMiddleware": 550,
-    "pricewatch.middlewares.OfficialSourceMiddleware": 560,
-    "pricewatch.middlewares.CircuitBreakerMiddleware": 570,
+    "pricewatch.politeness.backoff.BackoffRetryMiddleware": 550,
+    "pricewatch.politeness.fallback.OfficialSourceMiddleware": 560,
+    "pricewatch.politeness.breaker.CircuitBreakerMiddleware": 570,
 }
 # Checks a sample of page offers against the domain's official source
 # (pricewatch/politeness/fallback.py).
