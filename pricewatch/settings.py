@@ -338,6 +338,10 @@ PRICEWATCH_QUARANTINE_CONFIRM_DELAY = 300.0
 # and the SKU returns to its normal schedule.
 PRICEWATCH_QUARANTINE_MAX_CONFIRMATIONS = 2
 
+# Items in log lines (dropped: WARNING, pipeline errors, scraped: DEBUG) are shown with their
+# personal data redacted and control characters escaped (pricewatch/logformatter.py).
+LOG_FORMATTER = "pricewatch.logformatter.RedactingLogFormatter"
+
 # --- Pipelines and middlewares ----------------------------------------------------------------
 # pricewatch/middlewares.py introduces every middleware of a crawl, Scrapy's included, in order.
 ITEM_PIPELINES = {

@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from pricewatch._text import clean_text
 from pricewatch.currency import ISO_CODES
 from pricewatch.items import OfferItem
 from pricewatch.storage import Observation
@@ -45,6 +46,7 @@ def redact(text: str | None) -> str | None:
     """Remove personal data (emails, phone numbers) from a free-text field."""
     if text is None:
         return None
+    text = clean_text(text)  # one form for both stores (pricewatch._text)
     text = _EMAIL.sub("[email]", text)
     text = _PHONE.sub(lambda m: "[phone]" if sum(c.isdigit() for c in m[0]) >= 7 else m[0], text)
     text = " ".join(text.split())

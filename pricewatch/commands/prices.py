@@ -27,6 +27,7 @@ from decimal import Decimal
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from pricewatch._text import visible
 from pricewatch._urls import scheme, sqlite_path
 from pricewatch.storage import Store, StoreUnavailable, store_from_settings
 from pricewatch.storage._values import canonical_decimal
@@ -65,7 +66,9 @@ def _when(moment: datetime) -> str:
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Columns padded to their widest cell; amounts right-aligned."""
+    """Columns padded to their widest cell; amounts right-aligned; control characters
+    shown as escapes, never sent to the terminal."""
+    rows = [[visible(c) for c in r] for r in rows]
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
 
     def line(cells: Sequence[str]) -> str:
@@ -151,7 +154,7 @@ class Command(ScrapyCommand):
         changes = await store.history(url_or_sku)
         quarantined = await store.quarantine(url_or_sku)
         if not changes and not quarantined:
-            print(f"prices: no history for {url_or_sku!r}", file=sys.stderr)
+            print(f"prices: no history for {visible(url_or_sku)!r}", file=sys.stderr)
             return EXIT_NOT_FOUND
         timeline = sorted(
             [(c, "published") for c in changes]

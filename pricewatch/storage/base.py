@@ -176,7 +176,9 @@ class Store(abc.ABC):
     async def export_csv(self, write: Callable[[bytes], object], domain: str | None = None) -> int:
         """Write the latest offers as UTF-8 CSV with a header (:data:`CSV_COLUMNS`) to
         ``write`` in chunks, in constant memory; return the number of rows. Money is the
-        canonical decimal text as stored, times ISO-8601 UTC."""
+        canonical decimal text as stored, times ISO-8601 UTC; a text cell that starts
+        like a spreadsheet formula gets a leading ``'`` (:func:`pricewatch._text.csv_cell`)."""
+        from pricewatch._text import csv_cell
         from pricewatch.storage._values import canonical_decimal, iso_utc
 
         buffer = io.StringIO()
@@ -186,10 +188,10 @@ class Store(abc.ABC):
         async for row in self.latest(domain):
             writer.writerow(
                 (
-                    row.url,
-                    row.domain,
-                    row.sku,
-                    row.name,
+                    csv_cell(row.url),
+                    csv_cell(row.domain),
+                    csv_cell(row.sku),
+                    csv_cell(row.name),
                     canonical_decimal(row.price),
                     row.currency,
                     None if row.regular_price is None else canonical_decimal(row.regular_price),

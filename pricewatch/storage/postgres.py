@@ -227,8 +227,14 @@ ORDER BY observed_at, url
 # The CSV of `scrapy prices --csv`: the same text as the SQLite store writes (canonical
 # decimals are numeric's own text; times ISO-8601 UTC with microseconds).
 _ISO = """to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"""
+# Text cells a spreadsheet would run as a formula get a leading ' (pricewatch._text.csv_cell).
+_CSV_GUARD = (
+    "CASE WHEN left({0}, 1) IN ('=', '+', '-', '@', chr(9), chr(13)) THEN '''' || {0}"
+    " ELSE {0} END AS {0}"
+)
 _CSV_SELECT = (
-    "SELECT url, domain, sku, name, price::text, currency::text, regular_price::text,"
+    f"SELECT {', '.join(_CSV_GUARD.format(c) for c in ('url', 'domain', 'sku', 'name'))},"
+    " price::text, currency::text, regular_price::text,"
     f" availability, {_ISO.format('first_seen_at')} AS first_seen_at,"
     f" {_ISO.format('last_checked_at')} AS checked_at,"
     f" {_ISO.format('last_changed_at')} AS changed_at FROM products"
