@@ -34,3 +34,8 @@ class DestinationRefused(IgnoreRequest):
         super().__init__(reason)
         self.reason = reason
         self.kind = kind
+
+
+class RobotsDisallowed(IgnoreRequest):
+    """The shop's robots.txt disallows the URL: outcome ``skipped`` (reason ``robots_txt``),
+    never fetched."""

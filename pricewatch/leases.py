@@ -7,11 +7,13 @@ what the frontier counted (``pricewatch/frontier/*``) is copied into the crawl s
 
 Every lease is completed through :meth:`CrawlResources.complete`, which counts the
 outcome (stat ``pricewatch/outcome/<outcome>``) and the leases still outstanding, so the
-spider knows how much work it holds. A lease stays outstanding until the frontier has
-taken its completion (or failed to): a cron crawl must not end while a completion that
-frees a domain's cap is still on its way. A completion the frontier cannot take (backend
-down) is logged and counted (``pricewatch/frontier/complete_failed``); its lease expires
-and is reaped, so the SKU is fetched again rather than lost.
+spider knows how much work it holds; :meth:`CrawlResources.end` also counts why a lease
+ended without an observation (``pricewatch/reason/<outcome>/<reason>``). A lease stays
+outstanding until the frontier has taken its completion (or failed to): a cron crawl must
+not end while a completion that frees a domain's cap is still on its way. A completion the
+frontier cannot take (backend down) is logged and counted
+(``pricewatch/frontier/complete_failed``); its lease expires and is reaped, so the SKU is
+fetched again rather than lost.
 
 A lease whose fetch ended (its offer goes to the store) is handed to
 :meth:`CrawlResources.release`: the frontier stops counting it against the domain's
@@ -37,6 +39,7 @@ from pricewatch.frontier import (
     Lease,
     frontier_from_settings,
 )
+from pricewatch.outcomes import Outcome
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -153,6 +156,16 @@ class CrawlResources:
                 self._outstanding.discard(token)
                 self._released.discard(token)
             self.settled.set()
+
+    async def end(
+        self, lease: Lease, outcome: Outcome, reason: str, retry_after: float | None = None
+    ) -> None:
+        """Complete a lease that ends without an observation, counting why it ended
+        (stat ``pricewatch/reason/<outcome>/<reason>``)."""
+        stats = self.crawler.stats
+        assert stats is not None
+        stats.inc_value(f"pricewatch/reason/{outcome.value}/{reason}")
+        await self.complete([Completion(lease, outcome, retry_after=retry_after)])
 
     async def _spider_closed(self) -> None:
         if self._releasing is not None:  # releases on their way: let them land first

@@ -355,6 +355,11 @@ ITEM_PIPELINES = {
 # (100) fetches anything from a host it would refuse.
 DOWNLOADER_MIDDLEWARES = {
     "pricewatch.destinations.DestinationMiddleware": 50,
+    # Scrapy's robots.txt middleware with one fix: only the first of
+    # several requests waiting for a host's robots.txt got its rules, the others were fetched
+    # as if there were none. See docs/robots-txt-race.md.
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "pricewatch.robotstxt.RobotsTxtMiddleware": 100,
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "pricewatch.politeness.backoff.BackoffRetryMiddleware": 550,
     "pricewatch.politeness.fallback.OfficialSourceMiddleware": 560,

@@ -27,14 +27,20 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, Spider
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import DownloadCancelledError, DownloadTimeoutError, IgnoreRequest
 from scrapy.http import Response
 from scrapy.spidermiddlewares.httperror import HttpError
+from scrapy.utils._compression import _DecompressionMaxSizeExceeded
 from twisted.python.failure import Failure
 
 from pricewatch._http import parse_retry_after
 from pricewatch.browser import BrowserRouter
-from pricewatch.exceptions import Blocked, DomainDeferred
+from pricewatch.exceptions import (
+    Blocked,
+    DestinationRefused,
+    DomainDeferred,
+    RobotsDisallowed,
+)
 from pricewatch.extract import Rules, extract_offer, load_rules
 from pricewatch.frontier import Completion, FrontierUnavailable, Lease
 from pricewatch.items import OfferItem
@@ -224,24 +230,38 @@ class ProductSpider(Spider):
         if lease is None:
             return
         await BrowserRouter.of(self.crawler).release(request.meta, failed=True)
-        exc = failure.value
-        retry_after: float | None = None
-        if isinstance(exc, Blocked):
-            outcome, retry_after = Outcome.BLOCKED, exc.retry_after
-        elif isinstance(exc, DomainDeferred):
-            outcome, retry_after = Outcome.SKIPPED, exc.retry_after
-        elif isinstance(exc, HttpError):  # a status HTTPERROR_ALLOWED_CODES does not let in
-            status = exc.response.status
-            outcome = Outcome.GONE if status in _GONE else Outcome.ERROR
-            retry_after = parse_retry_after(exc.response.headers.get(b"Retry-After"))
-        elif isinstance(exc, IgnoreRequest):  # robots.txt and friends
-            outcome = Outcome.SKIPPED
-        else:
-            outcome = Outcome.ERROR
-        logger.debug("%s ended as %s: %r", lease.url, outcome.value, exc)
-        await self._complete(lease, outcome, retry_after)
+        outcome, reason, retry_after = _failure_outcome(failure.value)
+        logger.debug("%s ended as %s (%s): %r", lease.url, outcome.value, reason, failure.value)
+        await self.resources.end(lease, outcome, reason, retry_after)
 
     async def _complete(
         self, lease: Lease, outcome: Outcome, retry_after: float | None = None
     ) -> None:
         await self.resources.complete([Completion(lease, outcome, retry_after=retry_after)])
+
+
+def _failure_outcome(exc: BaseException) -> tuple[Outcome, str, float | None]:
+    """The outcome, reason and retry-after (seconds) of a request that failed with ``exc``."""
+    if isinstance(exc, Blocked):
+        return Outcome.BLOCKED, "blocked", exc.retry_after
+    if isinstance(exc, DomainDeferred):
+        return Outcome.SKIPPED, "circuit_open", exc.retry_after
+    if isinstance(exc, RobotsDisallowed):
+        return Outcome.SKIPPED, "robots_txt", None
+    if isinstance(exc, DestinationRefused):  # a non-public address (PRICEWATCH_ALLOWED_NETWORKS)
+        return Outcome.SKIPPED, "destination", None
+    if isinstance(exc, HttpError):  # a status HTTPERROR_ALLOWED_CODES does not let in
+        status = exc.response.status
+        retry_after = parse_retry_after(exc.response.headers.get(b"Retry-After"))
+        if status in _GONE:
+            return Outcome.GONE, f"http_{status}", retry_after
+        return Outcome.ERROR, f"http_{status}", retry_after
+    if isinstance(exc, DownloadCancelledError) or isinstance(
+        exc.__cause__, _DecompressionMaxSizeExceeded
+    ):
+        return Outcome.ERROR, "too_large", None  # DOWNLOAD_MAXSIZE, on the wire or unpacked
+    if isinstance(exc, DownloadTimeoutError | TimeoutError):
+        return Outcome.ERROR, "timeout", None  # DOWNLOAD_TIMEOUT: the whole transfer
+    if isinstance(exc, IgnoreRequest):  # too many redirects, offsite, ...
+        return Outcome.ERROR, "ignored", None
+    return Outcome.ERROR, type(exc).__name__, None
