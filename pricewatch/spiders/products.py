@@ -144,7 +144,12 @@ class ProductSpider(Spider):
             if leases:
                 self.resources.claimed(leases)
                 for lease in leases:
-                    yield self.request_for(lease)
+                    try:
+                        request = self.request_for(lease)
+                    except Exception as exc:  # noqa: BLE001 - this SKU's URL, not the crawl
+                        await self._unbuildable(lease, exc)
+                        continue
+                    yield request
                 continue
             if self.resources.outstanding or settled.is_set():
                 # Completions and releases free a domain's cap (and can make work due).
@@ -160,6 +165,13 @@ class ProductSpider(Spider):
             await asyncio.wait_for(event.wait(), seconds)
         except TimeoutError:
             pass
+
+    async def _unbuildable(self, lease: Lease, exc: Exception) -> None:
+        # A URL no request can be built from (port out of range, bad host, ...) fails its
+        # own SKU: `error`, backed off by the frontier like any failure and visible in the
+        # stats and the log, while the crawl goes on with the other SKUs.
+        logger.warning("Cannot fetch %s, its request cannot be built: %s", lease.url, exc)
+        await self.resources.end(lease, Outcome.ERROR, "bad_url")
 
     def request_for(self, lease: Lease, *, browser: bool = False) -> Request:
         request = Request(
