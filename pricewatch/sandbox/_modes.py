@@ -20,6 +20,9 @@ drop        ``fraction`` of requests (1.0) whose connection is closed without a 
 slow        ``delay`` seconds (2.0) before the response
 gone        ``fraction`` of products (0.2) answering ``status`` 404, 410 or ``"mixed"``
 =========== ============================================================================
+
+Hostile modes (``bomb``, ``trickle``, ``redirect_loop``, ``huge``, ``malformed``, ``inject``)
+are described in ``pricewatch.sandbox._hostile``; they come after these in the order.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
 
+from pricewatch.sandbox import _hostile
+
 MODE_PARAMS: dict[str, dict[str, Any]] = {
     "ratelimit": {"rate": 0.0, "retry_after": 1, "retry_after_format": "seconds"},
     "burst503": {"burst": 3, "period": 10, "retry_after": None},
@@ -41,7 +46,10 @@ MODE_PARAMS: dict[str, dict[str, Any]] = {
     "slow": {"delay": 2.0},
     "gone": {"fraction": 0.2, "status": "mixed"},
 }
-ORDER = ("slow", "drop", "ratelimit", "burst503", "challenge", "gone")
+ORDER: tuple[str, ...] = ("slow", "drop", "ratelimit", "burst503", "challenge", "gone")
+# The hostile pages (gzip bombs, trickles, endless redirects, ...) have their own module.
+MODE_PARAMS.update(_hostile.PARAMS)
+ORDER += _hostile.NAMES
 
 
 class ModeError(ValueError):
@@ -103,6 +111,10 @@ def validate(name: str, raw: dict[str, Any]) -> tuple[dict[str, Any], float | No
         raise ModeError(f"challenge.status must be 200, 403, 429 or 503, got {params['status']!r}")
     if name == "gone" and params["status"] not in (404, 410, "mixed"):
         raise ModeError(f"gone.status must be 404, 410 or 'mixed', got {params['status']!r}")
+    if name in _hostile.PARAMS:
+        error = _hostile.validate(name, params)
+        if error is not None:
+            raise ModeError(error)
     return params, duration
 
 

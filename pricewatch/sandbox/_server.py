@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pricewatch.sandbox import _assets, _pages, _trust
+from pricewatch.sandbox import _assets, _hostile, _pages, _trust
 from pricewatch.sandbox._catalog import (
     IN_STOCK,
     OUT_OF_STOCK,
@@ -444,7 +444,9 @@ class Sandbox:
         finally:
             self._stats.leave(shop.host, status)
 
-    async def _apply_modes(self, shop: Shop, request: web.Request) -> web.Response | None:
+    async def _apply_modes(
+        self, shop: Shop, request: web.Request
+    ) -> web.StreamResponse | None:
         for mode in self._modes.active(shop.host):
             mode.seen += 1
             p = mode.params
@@ -479,6 +481,12 @@ class Sandbox:
                         text=_pages.challenge_page(self._challenge_rng),
                         content_type="text/html",
                     )
+            elif mode.name in _hostile.PARAMS:
+                product = shop.by_path.get(request.path)
+                if product is not None and _hostile.applies(
+                    p["fraction"], self.seed, mode.name, product
+                ):
+                    return await _hostile.respond(mode.name, p, shop, product, request)
             elif mode.name == "gone":
                 product = shop.by_path.get(request.path)
                 status = None if product is None else gone_status(mode, self.seed, product.sku)
