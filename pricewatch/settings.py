@@ -369,6 +369,11 @@ DOWNLOADER_MIDDLEWARES = {
 # (pricewatch/politeness/fallback.py).
 SPIDER_MIDDLEWARES = {
     "pricewatch.politeness.fallback.OfficialCrossCheckMiddleware": 600,
+    # Every leased request a spider middleware drops without an errback (UrlLengthMiddleware
+    # over URLLENGTH_LIMIT, DepthMiddleware, ...) or the scheduler refuses ends its lease as
+    # `error` (pricewatch/leaseguard.py): one pair around all the others, keep them outermost.
+    "pricewatch.leaseguard.LeaseArrivalMiddleware": 0,
+    "pricewatch.leaseguard.LeaseDepartureMiddleware": 10_000,
 }
 # Refuse to crawl (non-zero exit) on a reactor other than asyncio; logs the reactor in use.
 # StatsFile writes the crawl stats as JSON to PRICEWATCH_STATS_FILE when the crawl ends.
