@@ -29,6 +29,18 @@ ROBOTSTXT_OBEY = True
 DUPEFILTER_CLASS = "scrapy.dupefilters.BaseDupeFilter"
 LOG_LEVEL = "INFO"
 FEED_EXPORT_ENCODING = "utf-8"
+# Memory of one crawl process (Scrapy's MemoryUsage extension; Linux/macOS, the process's
+# peak RSS, checked every MEMUSAGE_CHECK_INTERVAL_SECONDS; a browser's own processes are not
+# counted). A worker uses ~150-300 MB (64 requests in flight of at most DOWNLOAD_MAXSIZE,
+# store batches, the buffer while the store is down). Over MEMUSAGE_WARNING_MB a warning is
+# logged; over MEMUSAGE_LIMIT_MB the crawl is closed (finish reason `memusage_exceeded`):
+# what was stored is acknowledged, the other leases expire after
+# PRICEWATCH_FRONTIER_LEASE_TTL and the next run fetches them. Size it to the worker's share
+# of the machine's memory (0 = no limit).
+MEMUSAGE_ENABLED = True
+MEMUSAGE_LIMIT_MB = 1024
+MEMUSAGE_WARNING_MB = 768
+MEMUSAGE_CHECK_INTERVAL_SECONDS = 15.0
 # No telnet console and no remote-control HTTP server: both run code inside the crawler
 # process, which a cron or scrapyd worker should not expose.
 TELNETCONSOLE_ENABLED = False
@@ -50,8 +62,18 @@ DOWNLOAD_DELAY = 0.2
 # Spread the delay to 0.5x-1.5x so the cadence does not look robotic. This is what
 # RANDOMIZE_DOWNLOAD_DELAY = True did; Scrapy 2.19 deprecates that name for this one.
 DOWNLOAD_DELAY_JITTER = 0.5
-# Seconds before a download is abandoned (outcome `error`). Raise for slow shops.
+# Seconds one download may take in total, from sending the request to the last byte of the
+# body, before it is abandoned (outcome `error`, reason `timeout`): a shop that trickles its
+# page a byte at a time cannot hold a download slot longer. Raise for slow shops.
 DOWNLOAD_TIMEOUT = 30
+# Bytes a response body may have, on the wire and again after gzip/deflate/brotli/zstd
+# decompression, before the download is abandoned (outcome `error`, reason `too_large`). A
+# product page is 50 KB to 2 MB of HTML; 8 MiB leaves room for the heaviest and stops a
+# decompression bomb (Scrapy's default is 1 GiB). Raise it only for a shop whose real pages
+# are bigger (DOWNLOAD_WARNSIZE warnings in the log tell you).
+DOWNLOAD_MAXSIZE = 8 * 1024 * 1024
+# Bytes above which a response body is logged as a warning (still processed).
+DOWNLOAD_WARNSIZE = 2 * 1024 * 1024
 # AutoThrottle adapts each host's delay to its latency: a slow (struggling) shop gets slower
 # requests from us.
 AUTOTHROTTLE_ENABLED = True

@@ -6,15 +6,22 @@ Reads a local file (``.gz`` is decompressed) or fetches an ``http(s)://`` URL, r
 ``null`` fields kept). ``--url`` gives a local file's original URL, used for the domain's
 currency and rules. Exit codes: 0 an offer with a price, 2 no price found, 1 the input
 could not be read or the rules file is invalid.
+
+The crawl's limits hold here too: a page over ``DOWNLOAD_MAXSIZE`` bytes (after gzip
+decompression, for a URL or a ``.gz`` file) and a fetch longer than ``DOWNLOAD_TIMEOUT``
+seconds in total (a server trickling its page) end with exit code 1 and the reason
+(``too_large``, ``timeout``) on stderr; over ``DOWNLOAD_WARNSIZE`` a warning is printed.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
+import time
 import urllib.request
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 from scrapy.commands import ScrapyCommand
@@ -23,7 +30,6 @@ from scrapy.exceptions import UsageError
 from pricewatch.extract import extract_offer, load_rules
 
 EXIT_NO_PRICE = 2
-FETCH_TIMEOUT = 30.0
 
 
 class Command(ScrapyCommand):
@@ -46,20 +52,30 @@ class Command(ScrapyCommand):
             raise UsageError("give one file path or URL")
         assert self.settings is not None
         target = args[0]
+        limits = _Limits(
+            maxsize=self.settings.getint("DOWNLOAD_MAXSIZE"),
+            warnsize=self.settings.getint("DOWNLOAD_WARNSIZE"),
+            timeout=self.settings.getfloat("DOWNLOAD_TIMEOUT"),
+        )
         try:
             rules = load_rules(self.settings.get("PRICEWATCH_EXTRACT_RULES_FILE"))
             if target.startswith(("http://", "https://")):
-                body, url = _fetch(target, self.settings.get("USER_AGENT") or "pricewatch")
+                user_agent = self.settings.get("USER_AGENT") or "pricewatch"
+                body, url = _fetch(target, user_agent, limits)
                 url = opts.url or url
             else:
-                body = Path(target).read_bytes()
-                if target.endswith(".gz") or body[:2] == b"\x1f\x8b":
-                    body = gzip.decompress(body)
+                body = _read_file(Path(target), limits)
                 url = opts.url or Path(target).resolve().as_uri()
-        except (OSError, ValueError, EOFError) as exc:
+        except (OSError, ValueError, EOFError, zlib.error) as exc:
             print(f"extract: {exc}", file=sys.stderr)
             self.exitcode = 1
             return
+        if limits.warnsize and len(body) > limits.warnsize:
+            print(
+                f"extract: warning: the page has {len(body)} bytes "
+                f"(DOWNLOAD_WARNSIZE {limits.warnsize})",
+                file=sys.stderr,
+            )
         offer = extract_offer(
             body,
             url,
@@ -72,10 +88,74 @@ class Command(ScrapyCommand):
             self.exitcode = EXIT_NO_PRICE
 
 
-def _fetch(url: str, user_agent: str) -> tuple[bytes, str]:
-    request = urllib.request.Request(url, headers={"User-Agent": user_agent})
-    with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT) as response:
-        body = response.read()
-        if response.headers.get("Content-Encoding") == "gzip":
-            body = gzip.decompress(body)
-        return body, response.geturl()
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    maxsize: int  # bytes after decompression, 0 = none (DOWNLOAD_MAXSIZE)
+    warnsize: int  # bytes (DOWNLOAD_WARNSIZE)
+    timeout: float  # seconds for the whole fetch (DOWNLOAD_TIMEOUT)
+
+
+class FetchLimitError(ValueError):
+    """A fetch or file over DOWNLOAD_MAXSIZE or DOWNLOAD_TIMEOUT; the message starts with
+    the reason (``too_large``, ``timeout``)."""
+
+
+class _Body:
+    """Collects a body, inflating gzip as it arrives, never past ``maxsize`` bytes."""
+
+    def __init__(self, maxsize: int, gzipped: bool) -> None:
+        self.maxsize = maxsize
+        self._inflater = zlib.decompressobj(wbits=31) if gzipped else None
+        self._parts: list[bytes] = []
+        self._size = 0
+
+    def add(self, data: bytes) -> None:
+        if self._inflater is not None:
+            # Inflate at most one byte more than allowed: a bomb never expands in memory.
+            room = self.maxsize + 1 - self._size if self.maxsize else 0
+            data = self._inflater.decompress(data, room)
+            if self._inflater.unconsumed_tail:
+                self._too_large()
+        self._size += len(data)
+        if self.maxsize and self._size > self.maxsize:
+            self._too_large()
+        self._parts.append(data)
+
+    def _too_large(self) -> None:
+        raise FetchLimitError(
+            f"too_large: the page is over DOWNLOAD_MAXSIZE ({self.maxsize} bytes)"
+            + (" after decompression" if self._inflater is not None else "")
+        )
+
+    def bytes(self) -> bytes:
+        if self._inflater is not None and not self._inflater.eof:
+            raise EOFError("the gzip stream is truncated")
+        return b"".join(self._parts)
+
+
+def _read_file(path: Path, limits: _Limits) -> bytes:
+    with path.open("rb") as f:
+        gzipped = path.name.endswith(".gz") or f.peek(2)[:2] == b"\x1f\x8b"
+        body = _Body(limits.maxsize, gzipped)
+        while data := f.read(65536):
+            body.add(data)
+    return body.bytes()
+
+
+def _fetch(url: str, user_agent: str, limits: _Limits) -> tuple[bytes, str]:
+    """GET ``url`` within ``limits``: the whole fetch, trickled or not, ends by the deadline
+    (checked as data arrives; a silent server fails after ``timeout`` of silence)."""
+    deadline = time.monotonic() + limits.timeout
+    request = urllib.request.Request(
+        url, headers={"User-Agent": user_agent, "Accept-Encoding": "gzip"}
+    )
+    with urllib.request.urlopen(request, timeout=limits.timeout) as response:
+        gzipped = response.headers.get("Content-Encoding", "").lower() == "gzip"
+        body = _Body(limits.maxsize, gzipped)
+        while data := response.read1(65536):
+            body.add(data)
+            if time.monotonic() > deadline:
+                raise FetchLimitError(
+                    f"timeout: the fetch took longer than DOWNLOAD_TIMEOUT ({limits.timeout} s)"
+                )
+        return body.bytes(), response.geturl()
