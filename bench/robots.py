@@ -56,6 +56,7 @@ def run_once(sb: BackgroundSandbox, rng: random.Random, middleware: str) -> tupl
             "PRICEWATCH_FRONTIER_URL": db,
             "PRICEWATCH_STORE_URL": db,
             "PRICEWATCH_STATS_FILE": f"{tmp}/stats.json",
+            "PRICEWATCH_ALLOWED_NETWORKS": "127.0.0.0/8",  # the sandbox is on loopback
         }
         Path(tmp, "seeds.txt").write_text("\n".join(urls) + "\n")
         scrapy = [sys.executable, "-m", "scrapy"]

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, signals
 
 from pricewatch.leases import CrawlResources
+from pricewatch.meta import LEASE_META
 from pricewatch.outcomes import Outcome
-from pricewatch.spiders.products import LEASE_META
 
 if TYPE_CHECKING:
     from typing import Self

@@ -11,6 +11,7 @@ from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 
+from pricewatch.meta import BROWSER_META
 from pricewatch.politeness.scheduler import BackoffScheduler
 
 DROP_IN_START = "drop-in-start"
@@ -20,7 +21,7 @@ REFUSE_IN_SCHEDULER = "refuse-in-scheduler"
 
 class DropMarkedSpiderMiddleware:
     """Leaves out start requests whose URL has ``DROP_IN_START`` and every browser retry a
-    callback yields (``pricewatch_browser`` meta ``retry``), as a filtering spider
+    callback yields (``BROWSER_META`` ``retry``), as a filtering spider
     middleware (``UrlLengthMiddleware``, ``DepthMiddleware``) does: no errback, no signal."""
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
@@ -33,7 +34,7 @@ class DropMarkedSpiderMiddleware:
         self, response: Response, result: AsyncIterator[Any]
     ) -> AsyncIterator[Any]:
         async for item in result:
-            if isinstance(item, Request) and item.meta.get("pricewatch_browser") == "retry":
+            if isinstance(item, Request) and item.meta.get(BROWSER_META) == "retry":
                 continue
             yield item
 

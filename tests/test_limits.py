@@ -57,7 +57,7 @@ def test_bombs_huge_pages_and_trickles_end_as_errors(hostile: Any, tmp_path: Pat
     proc = scrapy(
         tmp_path, "crawl", "products", *FAST, "-s", "DOWNLOAD_TIMEOUT=2", timeout=90
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 6, proc.stderr[-3000:]  # every fetch ended in error
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["finish_reason"] == "finished"
     assert stats["pricewatch/outcome/error"] == 8
@@ -124,8 +124,9 @@ def test_memory_limit_closes_the_crawl_and_loses_nothing(
     memory = ["-s", "MEMUSAGE_LIMIT_MB=160", "-s", "MEMUSAGE_CHECK_INTERVAL_SECONDS=0.2"]
     memory += ["-s", "CONCURRENT_REQUESTS_PER_DOMAIN=4"]
     started = time.monotonic()
-    scrapy(tmp_path, "crawl", "products", *FAST, *lease, *memory, timeout=90)
+    closed = scrapy(tmp_path, "crawl", "products", *FAST, *lease, *memory, timeout=90)
     stats = json.loads((tmp_path / "stats.json").read_text())
+    assert closed.returncode == 1 and stats["status"] == "failed", closed.stderr[-3000:]
     assert stats["finish_reason"] == "memusage_exceeded"
     assert stats["memusage/limit_reached"] == 1
     # The next run, once the leases the closed crawl held expire, fetches the rest.
