@@ -146,7 +146,7 @@ class ProductSpider(Spider):
                 for lease in leases:
                     try:
                         request = self.request_for(lease)
-                    except Exception as exc:  # noqa: BLE001 - this SKU's URL, not the crawl
+                    except Exception as exc:  # this SKU's URL fails, not the crawl
                         await self._unbuildable(lease, exc)
                         continue
                     yield request
