@@ -9,8 +9,9 @@ Downloader middlewares (a request goes down the orders, its response comes back 
 - 50 ``DestinationMiddleware`` (:mod:`pricewatch.destinations`): refuses hosts that resolve
   to non-public addresses outside ``PRICEWATCH_ALLOWED_NETWORKS`` (outcome ``skipped``),
   before robots.txt fetches anything from them.
-- 100 Scrapy's ``RobotsTxtMiddleware`` (``ROBOTSTXT_OBEY``): disallowed product URLs end
-  as ``skipped``, never fetched.
+- 100 ``RobotsTxtMiddleware`` (:mod:`pricewatch.robotstxt`), in place of Scrapy's
+  (``ROBOTSTXT_OBEY``): disallowed product URLs end as ``skipped``, never fetched, also
+  those that waited for robots.txt together (docs/robots-txt-race.md).
 - 300-500 Scrapy's auth, timeout, default headers and ``USER_AGENT``.
 - 550 ``BackoffRetryMiddleware`` (:mod:`pricewatch.politeness.backoff`), in place of
   Scrapy's ``RetryMiddleware``: retries 429/5xx with exponential backoff, full jitter and
@@ -31,6 +32,10 @@ Downloader middlewares (a request goes down the orders, its response comes back 
 
 Spider middlewares:
 
+- 0 and 10,000 ``LeaseArrivalMiddleware`` / ``LeaseDepartureMiddleware``
+  (:mod:`pricewatch.leaseguard`), around all the others: a leased request that leaves the
+  spider and is dropped before the engine (URL length, depth, ...) or by the scheduler
+  ends its lease as ``error``.
 - Scrapy's start (25) and HTTP error (50) middlewares; ``HTTPERROR_ALLOWED_CODES`` lets
   404/410/403/429 reach the spider, which records ``gone``/``blocked``.
 - 600 ``OfficialCrossCheckMiddleware`` (:mod:`pricewatch.politeness.fallback`): checks a
