@@ -128,3 +128,19 @@ async def test_capture_with_patterns_takes_the_first_match() -> None:
     capture._read({"sku": "CO1-10009", "price": 129})
     offer = capture.offer_for(page_identity(SANDBOX_PAGE, URL))
     assert offer is not None and offer.price == Decimal(129)  # the operator said so
+
+
+async def test_the_products_own_json_without_a_valid_price_says_no_price() -> None:
+    """ "Price on request": the product's own JSON has a price field but no valid price. It
+    is the product's answer (no price), kept apart from the priced candidates; a payload
+    without any price field (a description, reviews) says nothing about the price."""
+    identity = page_identity(SANDBOX_PAGE, URL)
+    capture = XhrCapture(URL)
+    capture._read({"@type": "Product", "sku": "CO1-10001", "description": "Lens"})
+    assert capture.priceless_for(identity) is None
+    capture._read({"sku": "CO1-10009", "price": None, "availability": "InStock"})
+    assert capture.priceless_for(identity) is None  # another product's
+    capture._read({"sku": "CO1-10001", "price": None, "availability": "InStock"})
+    assert capture.offer_for(identity) is None
+    refusal = capture.priceless_for(identity)
+    assert refusal is not None and refusal.price is None and refusal.source == "xhr"

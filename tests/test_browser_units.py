@@ -395,3 +395,31 @@ async def test_a_browser_page_takes_its_own_products_json_and_counts_the_others(
     stats = router.crawler.stats
     assert stats.get_value("pricewatch/browser/xhr_ignored") == 1
     assert stats.get_value("pricewatch/browser/offer/xhr") == 1
+
+
+async def test_a_browser_page_whose_own_json_has_no_price_has_none(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """ "Price on request": the product's own JSON has no valid price; the page's other
+    prices (recommendations) are not read."""
+    from scrapy.http import HtmlResponse
+
+    from pricewatch.meta import BROWSER_CAPTURE_META
+
+    router = _router(monkeypatch, tmp_path, PRICEWATCH_JS_DOMAINS=["shop.example"])
+    router.crawler.stats.open_spider()
+    url = "https://shop.example/products/laser-cutter-lc-9"
+    request = router.route(Request(url))
+    capture = request.meta[BROWSER_CAPTURE_META]
+    capture._read({"sku": "LC-9", "name": "Laser Cutter", "price": None})
+    body = (
+        b'<html><body><div data-sku="LC-9"><h1>Laser Cutter</h1><p>Price on request</p>'
+        b'</div><ul><li itemscope itemtype="https://schema.org/Product"><span itemprop="name">'
+        b'Mug</span><span itemprop="price" content="4.50">4,50</span><meta '
+        b'itemprop="priceCurrency" content="EUR"></li></ul></body></html>'
+    )
+    offer = await router.extract(HtmlResponse(url, body=body, request=request))
+    assert offer is not None and offer.price is None
+    stats = router.crawler.stats
+    assert stats.get_value("pricewatch/browser/xhr_no_price") == 1
+    assert stats.get_value("pricewatch/browser/no_price") == 1

@@ -29,6 +29,12 @@ _XHR_TYPES = frozenset({"xhr", "fetch"})
 MAX_JSON_BYTES = 2 * 1024 * 1024
 
 
+def _has_price_field(data: Any) -> bool:
+    """A key naming a price at the top of ``data`` or one object down."""
+    objects = [data, *(v for v in data.values() if isinstance(v, Mapping))]
+    return any("price" in str(k).lower() for obj in objects for k in obj)
+
+
 class XhrCapture:
     """Collects offers from a page's JSON responses. ``patterns`` None: product-like JSON
     from any URL; a sequence: only URLs matching one of them (empty: capture nothing)."""
@@ -99,13 +105,18 @@ class XhrCapture:
         offer = extract_offer_from_json(
             data, self.url, domain_currency=self.domain_currency, source="xhr"
         )
+        if self.patterns is None:
+            # Kept without a valid price too when it has a price field: the product's own
+            # JSON saying it has none ("price on request") ends the wait (priceless_for).
+            if (offer is None or offer.price is None) and not _has_price_field(data):
+                return
+            ids, names, urls = payload_identity(data)
+            self.candidates.append((offer or Offer(source="xhr"), ids, names, urls))
+            self._new.set()
+            return
         if offer is None or offer.price is None:
             return
-        if self.patterns is None:
-            ids, names, urls = payload_identity(data)
-            self.candidates.append((offer, ids, names, urls))
-            self._new.set()
-        elif self.offer is None:
+        if self.offer is None:
             self.offer = offer
             self._found.set()
 
@@ -115,7 +126,15 @@ class XhrCapture:
         if self.offer is not None:
             return self.offer
         for offer, ids, names, urls in self.candidates:
-            if page.names_product(ids, names, urls):
+            if offer.price is not None and page.names_product(ids, names, urls):
+                return offer
+        return None
+
+    def priceless_for(self, page: PageIdentity) -> Offer | None:
+        """The page product's own JSON offer that carries no valid price, if one came:
+        the product's structured answer is "no price", not a price found elsewhere."""
+        for offer, ids, names, urls in self.candidates:
+            if offer.price is None and page.names_product(ids, names, urls):
                 return offer
         return None
 

@@ -145,8 +145,7 @@ class RedisBrowserDomains(BrowserDomains):
                 )
             except ValueError:  # its message may quote pieces of the password
                 raise RoutingUnavailable(
-                    f"invalid Redis URL {mask_password(self.url)}: "
-                    f"{problem or 'cannot be parsed'}"
+                    f"invalid Redis URL {mask_password(self.url)}: {problem or 'cannot be parsed'}"
                 ) from None
 
     async def close(self) -> None:

@@ -369,7 +369,7 @@ class BrowserRouter:
         rules: Rules | None,
     ) -> Offer | None:
         identity = page_identity(response.body, response.url)
-        if capture is not None and (found := capture.offer_for(identity)) is not None:
+        if capture is not None and (found := self._captured(capture, identity)) is not None:
             return self._counted(found, capture, identity)
         if page is None or page.is_closed():
             return self._counted(self._read(response.body, response.url, rules), capture, identity)
@@ -386,7 +386,7 @@ class BrowserRouter:
                 return offer
             # The rendered page may name its product only now (a title filled by script).
             identity = identity.merge(page_identity(body, response.url))
-            if capture is not None and (found := capture.offer_for(identity)) is not None:
+            if capture is not None and (found := self._captured(capture, identity)) is not None:
                 return self._counted(found, capture, identity)
             if shown:
                 offer = self._read(body, response.url, rules)
@@ -405,6 +405,16 @@ class BrowserRouter:
         self._stats.inc_value("pricewatch/browser/wait_timeout")
         logger.info("%s: no price of the product within %.1fs", response.url, self.wait_timeout)
         return self._counted(offer, capture, identity)
+
+    def _captured(self, capture: XhrCapture, identity: PageIdentity) -> Offer | None:
+        """The captured JSON offer of the page's product, priced or (its own JSON says so)
+        without a valid price."""
+        found = capture.offer_for(identity)
+        if found is None and (found := capture.priceless_for(identity)) is not None:
+            # The product's own JSON says it has no valid price: authoritative, as a page's
+            # own structured offer is; no price from elsewhere, no more waiting.
+            self._stats.inc_value("pricewatch/browser/xhr_no_price")
+        return found
 
     def _read(self, body: bytes | str, url: str, rules: Rules | None) -> Offer | None:
         """The offer of a rendered page, read as a static page is (the product's region)."""
