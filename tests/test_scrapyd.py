@@ -186,7 +186,12 @@ def test_a_scrapyd_node_crawls_into_redis_and_postgresql(
     node = Scrapyd(
         scrapyd_venv,
         tmp_path / "node",
-        _clean_env(**backends, PRICEWATCH_STATS_FILE=str(stats)),
+        # The sandbox shops are on loopback, which a node refuses by default.
+        _clean_env(
+            **backends,
+            PRICEWATCH_STATS_FILE=str(stats),
+            PRICEWATCH_ALLOWED_NETWORKS="127.0.0.0/8",
+        ),
     )
     try:
         deployed = node.deploy(ROOT, "pricewatch", _clean_env())
@@ -214,7 +219,7 @@ def test_a_scrapyd_node_crawls_into_redis_and_postgresql(
         [record_path] = list((tmp_path / "node" / "stats").glob("products-*.json"))
         record = json.loads(record_path.read_text())
         assert record["status"] == "finished" and record["exit_code"] == 0, record
-        assert record["outcomes"]["ok"] == len(urls)
+        assert record["outcomes"]["ok"] == len(urls), record
     finally:
         node.stop()
 
