@@ -95,3 +95,53 @@ def test_a_one_fetch_glitch_is_held_and_never_published(
         "published",
         "rejected (ratio_up)",
     ]
+
+
+def test_a_real_large_change_is_confirmed_by_a_second_fetch_and_published(
+    tmp_path: Path, sandbox_factory: Any
+) -> None:
+    """The store holds a tenth of the shop's price (as if the shop had just raised it
+    x10): the first fetch is held, the second one, right after, agrees, and the change is
+    published with the second fetch's time."""
+    from datetime import UTC, datetime, timedelta
+
+    from pricewatch.storage import Observation, store_from_url
+
+    shop: SandboxProcess = sandbox_factory(seed=6, shops=1, products=3)
+    truth = shop.truth()
+    urls = shop.urls()[:2]
+    env = scrapy_env(tmp_path)
+    seed(env, urls)
+
+    async def publish_old_prices() -> None:
+        async with store_from_url(env["PRICEWATCH_STORE_URL"]) as store:
+            await store.write(
+                [
+                    Observation(
+                        url=url,
+                        domain=truth[url]["host"],
+                        price=Decimal(truth[url]["price"]) / 10,
+                        currency=truth[url]["currency"],
+                        raw_hash=f"old-{url}",
+                        observed_at=datetime.now(UTC) - timedelta(days=1),
+                    )
+                    for url in urls
+                ]
+            )
+
+    asyncio.run(publish_old_prices())
+    stats = crawl(tmp_path, env, *ONE_AT_A_TIME, "PRICEWATCH_QUARANTINE_CONFIRM_DELAY=0")
+    assert stats["pricewatch/quarantine/held"] == len(urls)
+    assert stats["pricewatch/quarantine/held/ratio_up"] == len(urls)
+    assert stats["pricewatch/quarantine/confirmed"] == len(urls)
+    assert "pricewatch/quarantine/rejected" not in stats
+    assert stats["pricewatch/outcome/ok"] == 2 * len(urls)
+    assert stats["pricewatch/store/changes"] == len(urls)  # published once each
+    rows = stored(tmp_path)
+    for url in urls:
+        assert Decimal(rows[url][0]) == Decimal(truth[url]["price"]), url
+    assert sum(
+        n
+        for p, n in shop.host_stats(truth[urls[0]]["host"])["paths"].items()
+        if p.startswith("/products/")
+    ) == 2 * len(urls)
