@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from scrapy import signals
 
+from pricewatch._crawl import per_crawl
 from pricewatch.frontier import (
     Completion,
     Frontier,
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_ATTR = "_pricewatch_resources"
 CLOSE_TIMEOUT = 10.0
 
 
@@ -64,11 +64,7 @@ class CrawlResources:
 
     @classmethod
     def of(cls, crawler: Crawler) -> CrawlResources:
-        resources: CrawlResources | None = getattr(crawler, _ATTR, None)
-        if resources is None:
-            resources = cls(crawler)
-            setattr(crawler, _ATTR, resources)
-        return resources
+        return per_crawl(crawler, cls)
 
     async def frontier(self) -> Frontier:
         """The crawl's frontier, opened once (raises ``FrontierUnavailable``)."""

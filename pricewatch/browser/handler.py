@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 
+from pricewatch._crawl import per_crawl
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
@@ -23,8 +25,6 @@ if TYPE_CHECKING:
     from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler
 
 logger = logging.getLogger(__name__)
-
-_ATTR = "_pricewatch_browser_handler"
 
 
 class _SharedBrowserHandler:
@@ -38,11 +38,7 @@ class _SharedBrowserHandler:
 
     @classmethod
     def of(cls, crawler: Crawler) -> _SharedBrowserHandler:
-        shared: _SharedBrowserHandler | None = getattr(crawler, _ATTR, None)
-        if shared is None:
-            shared = cls(crawler)
-            setattr(crawler, _ATTR, shared)
-        return shared
+        return per_crawl(crawler, cls)
 
     async def get(self) -> ScrapyPlaywrightDownloadHandler:
         if self.handler is not None:

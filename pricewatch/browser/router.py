@@ -53,6 +53,7 @@ from scrapy import Request, signals
 from scrapy.http import HtmlResponse, Response
 from scrapy.utils.httpobj import urlparse_cached
 
+from pricewatch._crawl import per_crawl
 from pricewatch._urls import host_matches
 from pricewatch.browser._identity import PageIdentity, page_identity
 from pricewatch.browser._signals import client_rendering_signs
@@ -76,7 +77,6 @@ logger = logging.getLogger(__name__)
 _PRICE_SHOWN_JS = """(selector) => Array.from(document.querySelectorAll(selector)).some(
   (e) => /\\d/.test(e.getAttribute("content") || e.textContent || ""))"""
 WAIT_UNTIL = ("commit", "domcontentloaded", "load", "networkidle")
-_ATTR = "_pricewatch_browser_router"
 CLOSE_TIMEOUT = 10.0
 
 
@@ -167,11 +167,7 @@ class BrowserRouter:
 
     @classmethod
     def of(cls, crawler: Crawler) -> BrowserRouter:
-        router: BrowserRouter | None = getattr(crawler, _ATTR, None)
-        if router is None:
-            router = cls(crawler)
-            setattr(crawler, _ATTR, router)
-        return router
+        return per_crawl(crawler, cls)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BrowserRouter:
