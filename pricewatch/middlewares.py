@@ -32,7 +32,7 @@ Downloader middlewares (a request goes down the orders, its response comes back 
 
 Spider middlewares:
 
-- 0 and 10,000 ``LeaseArrivalMiddleware`` / ``LeaseDepartureMiddleware``
+- 0 ``LeaseArrivalMiddleware`` and 10000 ``LeaseDepartureMiddleware``
   (:mod:`pricewatch.leaseguard`), around all the others: a leased request that leaves the
   spider and is dropped before the engine (URL length, depth, ...) or by the scheduler
   ends its lease as ``error``.
@@ -46,14 +46,19 @@ Spider middlewares:
 from __future__ import annotations
 
 from pricewatch.destinations import DestinationMiddleware
+from pricewatch.leaseguard import LeaseArrivalMiddleware, LeaseDepartureMiddleware
 from pricewatch.politeness.backoff import BackoffRetryMiddleware
 from pricewatch.politeness.breaker import CircuitBreakerMiddleware
 from pricewatch.politeness.fallback import OfficialCrossCheckMiddleware, OfficialSourceMiddleware
+from pricewatch.robotstxt import RobotsTxtMiddleware
 
 __all__ = [
     "BackoffRetryMiddleware",
     "CircuitBreakerMiddleware",
     "DestinationMiddleware",
+    "LeaseArrivalMiddleware",
+    "LeaseDepartureMiddleware",
     "OfficialCrossCheckMiddleware",
     "OfficialSourceMiddleware",
+    "RobotsTxtMiddleware",
 ]

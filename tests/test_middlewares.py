@@ -21,7 +21,7 @@ REGISTERED = [
 def test_every_registered_middleware_is_introduced_with_its_order(path: str, order: int) -> None:
     name = path.rsplit(".", 1)[1]
     assert not path.startswith("pricewatch.middlewares."), "settings point at the real class"
-    assert f"- {order} ``{name}``" in (pricewatch.middlewares.__doc__ or "")
+    assert f"{order} ``{name}``" in (pricewatch.middlewares.__doc__ or "")
     assert getattr(pricewatch.middlewares, name) is load_object(path)
 
 
