@@ -151,6 +151,33 @@ def _check_host(host: str) -> str:
     return host
 
 
+# The common case, already canonical: lower-case host of valid labels (not all-digit last),
+# a port other than the default, a plain path, a query of sorted key=value pairs. For
+# these canonicalize_url is the identity (tests/test_seeding.py compares both), and a
+# seeded URL is checked again by the frontier: ~2 us here instead of ~25 us.
+_FAST = re.compile(
+    r"(https?)://((?:(?!-)[a-z0-9-]{1,63}(?<!-)\.)*(?!-)[a-z0-9-]*[a-z-][a-z0-9-]*(?<!-))"
+    r"(?::([1-9][0-9]{0,4}))?(/[A-Za-z0-9._~/-]*)(?:\?([A-Za-z0-9._~-]+=[A-Za-z0-9._~-]*"
+    r"(?:&[A-Za-z0-9._~-]+=[A-Za-z0-9._~-]*)*))?"
+)
+
+
+def _is_canonical(url: str) -> bool:
+    match = _FAST.fullmatch(url)
+    if match is None:
+        return False
+    kind, host, port, path, query = match.groups()
+    if "/." in path or len(host) > 253 or (port and not 0 < int(port) <= 65535):
+        return False
+    if port and int(port) == _DEFAULT_PORT[kind]:
+        return False
+    if query:
+        pairs = query.split("&")
+        if pairs != sorted(pairs, key=lambda pair: tuple(pair.split("=", 1))):
+            return False
+    return True
+
+
 def product_url(url: str, *, max_length: int = 0) -> str:
     """The canonical form of a product URL, or :class:`BadURL` saying why it has none.
 
@@ -163,6 +190,8 @@ def product_url(url: str, *, max_length: int = 0) -> str:
     stored and shown everywhere. ``max_length`` (0: none) bounds the canonical form;
     pass Scrapy's ``URLLENGTH_LIMIT``, beyond which the crawl would drop the request.
     """
+    if len(url) <= (max_length or len(url)) and _is_canonical(url):
+        return url
     if _CONTROL.search(url):
         raise BadURL("control character, whitespace or undecodable byte in URL")
     try:

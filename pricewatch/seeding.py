@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ MAX_IMPORTANCE = 1000.0
 # quote is taken as a stray quote rather than a field running on.
 MAX_RECORD_CHARS = 65536
 HEADERLESS_COLUMNS = ("url", "sku", "importance")
+# Bytes that were not UTF-8, as errors="surrogateescape" decodes them.
+_UNDECODED = re.compile("[\udc80-\udcff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +84,12 @@ def _records(lines: Iterable[str]) -> Iterator[tuple[int, str, bool]]:
 
 def _row(text: str) -> list[str] | str:
     """The fields of one record, or why it cannot be read."""
-    if any("\udc80" <= c <= "\udcff" for c in text):
+    if _UNDECODED.search(text):
         return "not valid UTF-8"
     if len(text) > MAX_RECORD_CHARS:
         return f"line longer than {MAX_RECORD_CHARS} characters"
+    if '"' not in text:  # what the csv module would make of it, several times faster
+        return [field.strip() for field in text.rstrip("\r\n").split(",")]
     try:
         return [field.strip() for field in next(csv.reader([text], strict=True))]
     except (csv.Error, StopIteration) as exc:
@@ -96,10 +101,6 @@ def _entry(
 ) -> Entry | BadLine:
     if not url:
         return BadLine(lineno, "no URL", text)
-    try:
-        url = product_url(url, max_length=max_length)
-    except BadURL as exc:
-        return BadLine(lineno, exc.reason, text)
     value = 1.0
     if importance:
         try:
@@ -109,7 +110,7 @@ def _entry(
         if not math.isfinite(value) or not 0 < value <= MAX_IMPORTANCE:
             return BadLine(lineno, f"importance must be in (0, {MAX_IMPORTANCE:g}]", text)
     try:
-        entry, _ = check_entry(Entry(url=url, sku=sku or None, importance=value))
+        entry, _ = check_entry(Entry(url, sku or None, value), max_length=max_length)
     except BadURL as exc:
         return BadLine(lineno, exc.reason, text)
     return entry

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import subprocess
 import time
 from pathlib import Path
@@ -249,3 +250,26 @@ def test_seed_100k_lines_with_progress(tmp_path: Path) -> None:
     assert "100,000 URLs read, 100,000 new" in proc.stderr
     assert _scheduled(tmp_path) == 100_000
     print(f"seeded 100k URLs in {elapsed:.1f}s")
+
+
+def test_the_fast_path_for_canonical_urls_agrees_with_canonicalize_url(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pricewatch import _urls
+
+    rnd = random.Random(12)
+    hosts = ["shop.example", "a-b.shop.co.uk", "127.0.0.1", "1.2.3.999", "x--y.test", "a.1"]
+    urls = []
+    for _ in range(20_000):
+        path = "/" + "".join(rnd.choice("aZ09-._~/") for _ in range(rnd.randint(0, 10)))
+        pairs = [
+            f"{rnd.choice('abAB_.~-1')}={rnd.choice(['', 'x', '1', 'a.b', '-'])}"
+            for _ in range(rnd.randint(0, 3))
+        ]
+        query = "?" + "&".join(pairs) if pairs else ""
+        port = rnd.choice(["", ":80", ":443", ":8080", ":70000"])
+        urls.append(f"{rnd.choice(['http', 'https'])}://{rnd.choice(hosts)}{port}{path}{query}")
+    fast = [u for u in urls if _urls._is_canonical(u)]
+    assert len(fast) > 2000
+    monkeypatch.setattr(_urls, "_is_canonical", lambda url: False)
+    assert [u for u in fast if _urls.product_url(u) != u] == []

@@ -35,10 +35,10 @@ def lookup_url(url: str) -> str:
         return url
 
 
-def check_entry(entry: Entry) -> tuple[Entry, str]:
+def check_entry(entry: Entry, *, max_length: int = 0) -> tuple[Entry, str]:
     """The entry as stored (canonical URL, see :func:`pricewatch._urls.product_url`) and
     its domain; :class:`BadURL` with the reason when it cannot be scheduled."""
-    url = product_url(entry.url)
+    url = product_url(entry.url, max_length=max_length)
     if entry.sku and _CONTROL.search(entry.sku):
         raise BadURL("control characters in the SKU")
     importance = entry.importance
