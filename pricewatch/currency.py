@@ -26,8 +26,9 @@ how the page's language writes the symbol (CLDR ``en``: ``¥`` is JPY, ``zh``: C
 none of them decides, the answer is no currency, never a guess.
 
 Cost: the code list and minor units are read at import (~20 ms, babel's global data); the
-symbol table loads ~500 CLDR locales once, on first use (~0.4 s per process), and every
-look-up after that is a dict access.
+symbol table loads ~500 CLDR locales once, on first use (~0.4 s per process), holding at
+most 50 of them at a time (babel would keep them all: ~130 MB more in every crawl process),
+and every look-up after that is a dict access.
 """
 
 from __future__ import annotations
@@ -148,6 +149,10 @@ def _locale(identifier: str) -> Locale | None:
         return None
 
 
+# Locales whose data babel may hold at once while the symbol table is built.
+_LOCALES_HELD = 50
+
+
 @functools.cache
 def _symbol_table() -> dict[str, frozenset[str]]:
     """Symbol key -> the currencies in use that some locale writes with it."""
@@ -161,6 +166,7 @@ def _symbol_table() -> dict[str, frozenset[str]]:
 
     available = set(localedata.locale_identifiers())
     languages = get_global("territory_languages")
+    loaded = 0
     for territory, codes in _territory_currencies().items():
         for language, info in languages.get(territory, {}).items():
             identifier = f"{language}_{territory}"
@@ -174,6 +180,13 @@ def _symbol_table() -> dict[str, frozenset[str]]:
                 add(locale.currencies.get(code), code)
                 for name in locale._data["currency_names_plural"].get(code, {}).values():
                     add(name, code)
+            del locale
+            loaded += 1
+            if loaded % _LOCALES_HELD == 0:
+                # babel keeps every locale it loaded, each merged with its parents (~250 KB):
+                # all of them would stay in every crawl process, ~130 MB.
+                localedata.clear_caches()
+    localedata.clear_caches()
     english = _locale("en")
     assert english is not None
     for code in ISO_CODES:
