@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         "PRICEWATCH_FRONTIER_URL": f"sqlite:///{db}",
         "PRICEWATCH_STORE_URL": f"sqlite:///{db}",
         "PRICEWATCH_STATS_FILE": str(work / "stats.json"),
+        "PRICEWATCH_ALLOWED_NETWORKS": "127.0.0.0/8",  # the sandbox is on loopback
     }
     crawl = None
     try:

@@ -151,6 +151,7 @@ def scrapy_env(workdir: Path, frontier: str, store: str) -> dict[str, str]:
         "PRICEWATCH_FRONTIER_URL": frontier,
         "PRICEWATCH_STORE_URL": store,
         "PRICEWATCH_STATS_FILE": str(workdir / "stats.json"),
+        "PRICEWATCH_ALLOWED_NETWORKS": "127.0.0.0/8",  # the sandbox is on loopback
     }
 
 
@@ -215,6 +216,7 @@ def pricewatch_run(
         assert code == 0, (work / "log.txt").read_text()[-3000:]
         stats = json.loads((work / "stats.json").read_text())
         items = int(stats.get("pricewatch/store/rows_written", 0))
+        assert items, f"{label}: nothing stored; {stats}"
         return Run(label, items, float(stats["elapsed_time_seconds"]), cpu, rss, stats)
 
 
