@@ -99,11 +99,15 @@ _SHOP_SYMBOLS: dict[str, tuple[str, ...]] = {
 
 
 def _key(symbol: str) -> str:
-    """The look-up form of a symbol: case-folded, without spaces, direction marks and
-    trailing full stops (``S/.`` and ``S/``, ``руб.`` and ``руб`` are one key)."""
+    """The look-up form of a symbol: case-folded, spaces collapsed, without direction marks
+    and trailing full stops (``S/.`` and ``S/``, ``руб.`` and ``руб`` are one key)."""
     text = unicodedata.normalize("NFKC", symbol)  # fullwidth ￥ is ¥
-    text = "".join(ch for ch in text if not ch.isspace() and ch not in _MARKS)
-    return text.casefold().rstrip(".")
+    text = "".join(" " if ch.isspace() else ch for ch in text if ch not in _MARKS)
+    return " ".join(text.split()).casefold().rstrip(".")
+
+
+def _spaceless(key: str) -> str:
+    return key.replace(" ", "")
 
 
 _MARKS = frozenset("\u200e\u200f\u061c\u200b")
@@ -163,6 +167,10 @@ def _symbol_table() -> dict[str, frozenset[str]]:
             key = _key(symbol)
             if key and not key.isdigit():
                 table.setdefault(key, set()).add(code)
+                # "US $" for "US$": looked up when the exact spelling is unknown.
+                spaceless.setdefault(_spaceless(key), set()).add(code)
+
+    spaceless: dict[str, set[str]] = {}
 
     available = set(localedata.locale_identifiers())
     languages = get_global("territory_languages")
@@ -195,7 +203,9 @@ def _symbol_table() -> dict[str, frozenset[str]]:
     for symbol, shop_codes in _SHOP_SYMBOLS.items():
         for code in shop_codes:
             add(symbol, code)
-    return {key: frozenset(codes) for key, codes in table.items()}
+    out = {"~" + key: frozenset(codes) for key, codes in spaceless.items()}
+    out.update((key, frozenset(codes)) for key, codes in table.items())
+    return out
 
 
 @functools.cache
@@ -217,7 +227,8 @@ def symbol_codes(symbol: str) -> frozenset[str]:
     key = _key(symbol)
     if not key:
         return frozenset()
-    return _symbol_table().get(key, frozenset())
+    table = _symbol_table()
+    return table.get(key) or table.get("~" + _spaceless(key), frozenset())
 
 
 @dataclass(frozen=True, slots=True)

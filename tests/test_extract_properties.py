@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import html
 import json
 from decimal import Decimal
 
+from babel.numbers import format_currency
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pricewatch.currency import ISO_CODES, minor_units
 from pricewatch.extract import Offer, extract_offer, extract_offer_from_json
 
 SOURCES = {"jsonld", "microdata", "opengraph", "rule", "visible", "xhr", "api"}
@@ -158,3 +161,54 @@ def test_json_payloads_never_raise(data: object) -> None:
 def test_seed_page_is_read() -> None:
     offer = extract_offer(SEED_PAGE, "https://shop.example.de/p")
     assert offer is not None and offer.price == Decimal("9.99") and offer.source == "jsonld"
+
+
+# --- money round trip (issue 10) ---------------------------------------------------------
+# Every currency in use, formatted the way the locales of the countries that use it write
+# it (CLDR via babel), on a page in that locale's language, reads back as the same amount
+# and code. Locales whose own numbering system or symbol CLDR leaves to the code are kept:
+# the round trip must hold for them too.
+
+
+def _locales_of(code: str) -> list[str]:
+    from babel import localedata
+    from babel.core import get_global
+
+    available = set(localedata.locale_identifiers())
+    languages = get_global("territory_languages")
+    found = []
+    for territory, entries in get_global("territory_currencies").items():
+        if not any(c == code and tender and end is None for c, _s, end, tender in entries):
+            continue
+        main = next((c for c, _s, end, tender in entries if tender and end is None), None)
+        if main != code:
+            continue  # a territory where the code is legal tender beside its own currency
+        for language, info in languages.get(territory, {}).items():
+            identifier = f"{language}_{territory}"
+            if info.get("official_status") and identifier in available:
+                found.append(identifier)
+    return sorted(found) + ["en"]
+
+
+@st.composite
+def money_in_locale(draw: st.DrawFn) -> tuple[Decimal, str, str]:
+    code = draw(st.sampled_from(sorted(ISO_CODES)))
+    locale = draw(st.sampled_from(_locales_of(code)))
+    digits = minor_units(code)
+    units = draw(st.integers(min_value=1, max_value=10**9 - 1))
+    return Decimal(units).scaleb(-digits), code, locale
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(money_in_locale())
+def test_money_formatted_by_cldr_reads_back(money: tuple[Decimal, str, str]) -> None:
+    amount, code, locale = money
+    text = format_currency(amount, code, locale=locale)
+    lang = locale.replace("_", "-")
+    page = (
+        f"<html lang='{lang}'><body><h1>Garden hose</h1>"
+        f"<p class='price'>{html.escape(text)}</p></body></html>"
+    )
+    offer = extract_offer(page, "https://shop.example/p/1")
+    assert offer is not None, text
+    assert (offer.price, offer.currency) == (amount, code), text

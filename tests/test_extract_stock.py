@@ -253,7 +253,7 @@ def test_hebrew_stock_labels(label: str, state: str) -> None:
     ("buttons", "state"),
     [
         pytest.param(
-            "<button disabled>Add to your basket</button>",
+            "<button disabled>Add to your basket</button><p class='stock'>Sold out</p>",
             "OutOfStock",
             id="en-gb-add-to-your-basket-disabled",
         ),

@@ -260,10 +260,19 @@ def test_sku_from_label_and_cart_form() -> None:
     ("buttons", "state"),
     [
         pytest.param(
-            "<button disabled>Add to cart</button>", "OutOfStock", id="only-buy-button-disabled"
+            "<button disabled>Add to cart</button><p class='stock'>Out of stock</p>",
+            "OutOfStock",
+            id="only-buy-button-disabled-and-sold-out-wording",
         ),
         pytest.param(
-            "<button class='btn disabled'>Do košíka</button>", "OutOfStock", id="sk-disabled-class"
+            "<button class='btn disabled'>Do košíka</button><p class='availability'>Vypredané</p>",
+            "OutOfStock",
+            id="sk-disabled-class-and-wording",
+        ),
+        # issue 10: a disabled button alone is no product-level evidence (shops disable it
+        # until a size is chosen, or until their script has loaded).
+        pytest.param(
+            "<button disabled>Add to cart</button>", "InStock", id="disabled-without-wording"
         ),
         pytest.param(
             "<button disabled>Add to cart</button><button>Buy now</button>",

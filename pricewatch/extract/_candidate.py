@@ -90,10 +90,13 @@ class Candidate:
     name: str | None = None
     # Alternative prices the same source offers (variants, other offers): evidence only.
     alternatives: list[Decimal] = field(default_factory=list)
-    # A price was given but is zero or junk: the offer's other claims are suspect too.
-    junk_price: bool = False
+    # Why the offer has no valid price (``pricewatch.extract._money.REASONS``): it was
+    # missing, zero or junk. Such an offer's stock claim is suspect too.
+    price_problem: str | None = None
     # Lower is more likely the page's own product (URL match, not in a related list).
     rank: int = 0
+    # The reading is of the page's own product (not a listed or recommended one).
+    own: bool = False
 
     def useful(self) -> bool:
         return self.price is not None or self.availability is not None or bool(self.sku)

@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import lxml.etree
 
+from pricewatch.extract._region import Region
 from pricewatch.extract._tree import text_of
 
 _LABEL = (
@@ -119,10 +120,13 @@ def looks_like_label(text: str) -> bool:
 _CODE_CLASSES = lxml.etree.XPath("//@class[contains(., 'ode')]")
 
 
-def sku_from_code_label(root: Any) -> str | None:
-    """A labelled code ("Product code: 83810610") in an element whose class names a code."""
+def sku_from_code_label(root: Any, region: Region) -> str | None:
+    """A labelled code ("Product code: 83810610") in an element whose class names a code,
+    inside the product's ``region``."""
     for attribute in _CODE_CLASSES(root)[:50]:
         el = attribute.getparent()
+        if region.excludes(el):
+            continue
         text = " ".join(text_of(el, 140).split())
         if text and looks_like_label(text):
             code = code_from_label(text, None)
@@ -131,9 +135,10 @@ def sku_from_code_label(root: Any) -> str | None:
     return None
 
 
-def sku_from_inputs(root: Any) -> str | None:
+def sku_from_inputs(root: Any, region: Region) -> str | None:
+    """The value of a hidden identifier field (the cart form's) inside ``region``."""
     for el in root.iter("input"):
-        if (el.get("type") or "").lower() != "hidden":
+        if (el.get("type") or "").lower() != "hidden" or region.excludes(el):
             continue
         name = (el.get("name") or el.get("id") or "").lower()
         if name in _INPUT_NAMES:

@@ -21,7 +21,7 @@ from pricewatch.extract._candidate import (
     normalise_availability,
     valid_gtin,
 )
-from pricewatch.extract._money import parse_machine
+from pricewatch.extract._money import PRICE_MISSING, parse_machine, read_machine
 
 _PRODUCT_TYPES = {
     "product",
@@ -54,7 +54,7 @@ def load_json(text: str) -> Any:
     if not text:
         return None
     try:
-        return json.loads(text, strict=False)
+        return json.loads(text, strict=False, parse_float=Decimal)
     except RecursionError:
         return None
     except ValueError:
@@ -66,7 +66,7 @@ def load_json(text: str) -> Any:
     for candidate in (repaired, "[" + _BACK_TO_BACK.sub("},{", repaired) + "]"):
         # The second form reads several objects written one after the other.
         try:
-            return json.loads(candidate, strict=False)
+            return json.loads(candidate, strict=False, parse_float=Decimal)
         except (ValueError, RecursionError):
             continue
     return None
@@ -149,7 +149,7 @@ def read_offer(offer: dict[str, Any], cand: Candidate) -> None:
         raw = offer.get("lowPrice")
     if raw is None or raw == "":
         raw = offer.get("lowPrice")
-    price = parse_machine(raw)
+    price, problem = read_machine(raw)
     currency = _text(offer.get("priceCurrency"))
     regular = None
     regular_text = None
@@ -170,13 +170,17 @@ def read_offer(offer: dict[str, Any], cand: Candidate) -> None:
             and (price is not None)
         ):
             continue  # a per-unit price (per kg, per litre) next to the offer price
-        elif price is None:
-            price, raw = spec_price, value
+        elif price is None and problem == PRICE_MISSING:
+            price, raw, problem = spec_price, value, None
         currency = currency or _text(spec.get("priceCurrency"))
     if price is not None and cand.price is None:
         cand.price = price
         cand.price_text = clean_text(raw)
         cand.currency_raw = currency
+        cand.price_problem = None
+    elif price is None and cand.price is None and cand.price_problem in (None, PRICE_MISSING):
+        cand.price_problem = problem
+        cand.price_text = clean_text(raw)
     elif price is not None and price != cand.price:
         cand.alternatives.append(price)
     if regular is not None and cand.regular_price is None:
@@ -243,7 +247,12 @@ def _mentions_url(node: dict[str, Any], cand: Candidate, url: str) -> bool:
 
 
 def product_candidates(data: Any, url: str, source: str) -> list[Candidate]:
-    """Candidates for every top-level product in ``data``, the page's own product first."""
+    """Candidates for every top-level product in ``data``, the page's own product first.
+
+    Products inside lists (``ItemList``, ``isRelatedTo``, ``isSimilarTo``...) are other
+    products and left out. The own product (``own``) is the one whose URL or SKU the page
+    URL names, else the first one; its offer speaks for the page even when its price is
+    invalid (see ``core``)."""
     scored: list[tuple[int, int, Candidate]] = []
     offers_only: list[Candidate] = []
     order = 0
@@ -251,21 +260,25 @@ def product_candidates(data: Any, url: str, source: str) -> list[Candidate]:
         kinds = types_of(node)
         order += 1
         if kinds & _PRODUCT_TYPES or ("offers" in node and not kinds & _OFFER_TYPES):
-            cand = _product_or_group(node, url, source)
-            rank = 0 if _mentions_url(node, cand, url) else 1
             if in_list:
-                rank += 2
-            if cand.price is None:
-                rank += 1
-            cand.rank = rank
-            scored.append((rank, order, cand))
+                continue  # another product: a list, a related or similar item
+            cand = _product_or_group(node, url, source)
+            cand.rank = 0 if _mentions_url(node, cand, url) else 1
+            scored.append((cand.rank, order, cand))
         elif kinds & _OFFER_TYPES and not in_list:
             cand = Candidate(source=source, rank=5)
             read_offer(node, cand)
             offers_only.append(cand)
-    scored.sort(key=lambda item: (item[0], item[1]))
+    if scored:
+        min(scored, key=lambda item: (item[0], item[1]))[2].own = True
+    for _, _, cand in scored:
+        if cand.price is None and not cand.own:
+            cand.rank += 1
+    scored.sort(key=lambda item: (item[2].rank, item[1]))
     out = [cand for _, _, cand in scored]
     if not any(c.price is not None for c in out):
+        if offers_only and not any(c.own for c in out):
+            offers_only[0].own = True
         out.extend(offers_only)
     return out
 
@@ -299,16 +312,3 @@ def _product_or_group(node: dict[str, Any], url: str, source: str) -> Candidate:
     if len(variants) > 1 and chosen is not group and not chosen.sku:
         chosen.sku = group.sku
     return chosen
-
-
-def jsonld_candidates(root: Any) -> list[Any]:
-    """The parsed JSON of every JSON-LD script of the page."""
-    out = []
-    for script in root.iter("script"):
-        kind = (script.get("type") or "").lower()
-        if "ld+json" not in kind:
-            continue
-        data = load_json(script.text or "")
-        if data is not None:
-            out.append(data)
-    return out

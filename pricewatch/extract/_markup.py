@@ -20,7 +20,8 @@ from pricewatch.extract._candidate import (
     normalise_availability,
     valid_gtin,
 )
-from pricewatch.extract._money import parse_machine
+from pricewatch.extract._money import PRICE_MISSING, parse_machine, read_machine
+from pricewatch.extract._region import Region
 from pricewatch.extract._tree import text_of
 
 _GTIN_PROPS = ("gtin13", "gtin", "gtin12", "gtin14", "gtin8", "ean", "isbn", "upc")
@@ -74,16 +75,17 @@ def _fill(cand: Candidate, props: list[Any]) -> None:
         names = (el.get("itemprop") or "").split()
         for name in names:
             _apply(cand, name, el)
-    if cand.price is None and cand.junk_price:
+    if cand.price is None and cand.price_problem not in (None, PRICE_MISSING):
         cand.availability = None  # a zero or junk price says nothing about stock
 
 
 def _apply(cand: Candidate, name: str, el: Any) -> None:
     if name in ("price", "lowPrice"):
         raw = prop_value(el)
-        price = parse_machine(raw)
+        price, problem = read_machine(raw)
         if price is None:
-            cand.junk_price = cand.junk_price or bool((raw or "").strip())
+            if cand.price is None and cand.price_problem in (None, PRICE_MISSING):
+                cand.price_problem, cand.price_text = problem, clean_text(raw)
             return
         if _is_regular(el):
             if cand.regular_price is None:
@@ -126,35 +128,38 @@ def _is_regular(el: Any) -> bool:
     return False
 
 
-def microdata_candidates(scoped: list[Any], loose: list[Any]) -> list[Candidate]:
+def microdata_candidates(scoped: list[Any], loose: list[Any], region: Region) -> list[Candidate]:
     """Readings of the item scopes in ``scoped`` (elements with ``itemscope``, document
-    order); the ``loose`` price/availability properties when no scope is a product or an
-    offer."""
+    order) inside the product's ``region``; the ``loose`` price/availability properties
+    when no scope is a product or an offer. The first product scope (else the first offer
+    scope, else the loose properties) is the page's own product (``own``)."""
     out: list[Candidate] = []
+    scoped = [el for el in scoped if not region.excludes(el)]
     products = [
         el
         for el in scoped
         if _is_product_scope(el) and not any(_is_product_scope(a) for a in el.iterancestors())
     ]
     for scope in products[:5]:
-        cand = Candidate(source="microdata")
+        cand = Candidate(source="microdata", own=not out)
         _fill(cand, _scoped_props(scope))
-        if cand.useful():
+        if cand.useful() or cand.price_problem:
             out.append(cand)
     if out:
         return out
     offers = [el for el in scoped if "Offer" in (el.get("itemtype") or "")]
     for scope in offers[:3]:
-        cand = Candidate(source="microdata")
+        cand = Candidate(source="microdata", own=not out)
         _fill(cand, _scoped_props(scope))
-        if cand.useful():
+        if cand.useful() or cand.price_problem:
             out.append(cand)
     if out or products or offers:
         return out
+    loose = [el for el in loose if not region.excludes(el)]
     if loose:
-        cand = Candidate(source="microdata")
+        cand = Candidate(source="microdata", own=True)
         _fill(cand, loose[:20])
-        if cand.useful():
+        if cand.useful() or cand.price_problem:
             out.append(cand)
     return out
 
@@ -171,18 +176,20 @@ _RDFA_PROPS = {
 }
 
 
-def rdfa_candidates(with_property: list[Any]) -> list[Candidate]:
-    """RDFa-lite readings of the non-meta elements with a ``property`` attribute."""
+def rdfa_candidates(with_property: list[Any], region: Region) -> list[Candidate]:
+    """RDFa-lite readings of the non-meta elements with a ``property`` attribute, inside
+    the product's ``region``."""
     nodes = []
     for el in with_property:
         prop = el.get("property") or ""
         if prop.startswith(("og:", "product:")):
             continue
         if "rice" in prop or "vailability" in prop or "sku" in prop or "gtin" in prop:
-            nodes.append(el)
+            if not region.excludes(el):
+                nodes.append(el)
     if not nodes:
         return []
-    cand = Candidate(source="microdata")
+    cand = Candidate(source="microdata", own=True)
     for el in nodes[:30]:
         for prop in (el.get("property") or "").split():
             local = prop.rsplit(":", 1)[-1].rsplit("/", 1)[-1]
@@ -192,14 +199,14 @@ def rdfa_candidates(with_property: list[Any]) -> list[Candidate]:
                 local.lower(), local
             )
             _apply(cand, name, el)
-    return [cand] if cand.useful() else []
+    return [cand] if cand.useful() or cand.price_problem else []
 
 
 def opengraph_candidate(metas: list[Any]) -> Candidate | None:
     """The OpenGraph/product meta reading of the page's ``<meta>`` elements."""
     if not metas:
         return None
-    cand = Candidate(source="opengraph")
+    cand = Candidate(source="opengraph", own=True)
     values: dict[str, str] = {}
     for meta in metas:
         key = (meta.get("property") or meta.get("name") or "").strip().lower()
@@ -215,8 +222,13 @@ def opengraph_candidate(metas: list[Any]) -> Candidate | None:
         "product:price",
         "og:price",
     ):
-        price = parse_machine(values.get(key))
-        if price is not None:
+        if key not in values:
+            continue
+        price, problem = read_machine(values[key])
+        if price is None:
+            cand.price_problem = cand.price_problem or problem
+        else:
+            cand.price_problem = None
             cand.price, cand.price_text = price, clean_text(values[key])
             prefix = key.rsplit(":", 1)[0] if key.endswith(":amount") else key
             cand.currency_raw = clean_text(
@@ -239,6 +251,8 @@ def opengraph_candidate(metas: list[Any]) -> Candidate | None:
         cand.gtin = valid_gtin(values.get(key))
         if cand.gtin:
             break
+    if cand.price_problem and cand.price is None:
+        cand.availability = None  # a junk price says nothing about stock
     if cand.price is None and cand.availability is None and not cand.sku:
-        return None
+        return None if cand.price_problem is None else cand
     return cand

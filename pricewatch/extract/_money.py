@@ -17,6 +17,7 @@ negative amounts and words ("call for price") are rejected with a reason
 from __future__ import annotations
 
 import re
+import unicodedata
 from decimal import Decimal, InvalidOperation
 
 from price_parser import Price
@@ -26,12 +27,13 @@ from pricewatch.currency import CurrencyHints, minor_units, resolve_currency, sy
 # Largest amount accepted from a page: anything above is a phone number or an id.
 _MAX_AMOUNT = Decimal("1e10")
 
-_DIGITS: dict[int, str | None] = {}
-for _i in range(10):
-    _DIGITS[0x0660 + _i] = str(_i)  # Arabic-Indic
-    _DIGITS[0x06F0 + _i] = str(_i)  # Extended Arabic-Indic (Persian, Urdu)
-    _DIGITS[0x0966 + _i] = str(_i)  # Devanagari
-    _DIGITS[0xFF10 + _i] = str(_i)  # fullwidth
+# Every decimal digit of the Basic Multilingual Plane (Arabic-Indic, Persian, Devanagari,
+# Bengali, Thai, Myanmar, fullwidth...) to its ASCII digit.
+_DIGITS: dict[int, str | None] = {
+    code: str(unicodedata.decimal(chr(code)))
+    for code in range(0x80, 0x10000)
+    if unicodedata.category(chr(code)) == "Nd"
+}
 _DIGITS[0x066B] = "."  # Arabic decimal separator
 _DIGITS[0x066C] = ","  # Arabic thousands separator
 _DIGITS[0x060C] = ","  # Arabic comma
@@ -66,6 +68,8 @@ PRICE_NOT_FINITE = "price_not_finite"  # NaN, Infinity
 PRICE_OUT_OF_RANGE = "price_out_of_range"  # 1e400, 1e12: an id or an overflow
 PRICE_EXPONENT = "price_exponent"  # "1e-2", "1.5E+2": nobody writes prices so
 PRICE_NOT_A_NUMBER = "price_not_a_number"  # "call for price", "", a list of junk
+# Nothing on the page gave a price (and no structured offer of its own refused one).
+NOT_FOUND = "not_found"
 REASONS = (
     PRICE_MISSING,
     PRICE_NOT_POSITIVE,
@@ -117,7 +121,11 @@ def read_machine(value: object) -> tuple[Decimal | None, str | None]:
     if lowered in ("nan", "inf", "infinity"):
         return None, PRICE_NOT_FINITE
     if _EXPONENT.search(text):
-        return None, PRICE_EXPONENT
+        try:
+            huge = abs(Decimal(text.replace(" ", ""))) >= _MAX_AMOUNT
+        except InvalidOperation:
+            huge = False
+        return None, PRICE_OUT_OF_RANGE if huge else PRICE_EXPONENT
     if _NEGATIVE.match(text) or text.startswith(("0", "0.", "0,")) and _ZERO.match(text):
         return None, PRICE_NOT_POSITIVE
     parsed, _ = parse_amount(text)
@@ -152,7 +160,10 @@ def _parse_amount(text: str, hints: CurrencyHints) -> tuple[Decimal | None, str 
     text = _DASH_CENTS.sub(r"\1", text)
     try:
         price = Price.fromstring(text)
-        separator = _decimal_separator(price.amount_text, price.currency, hints)
+        # The whole text beside the amount when it is a known symbol ("Bs.S", "د.ك."),
+        # else what price-parser recognised.
+        symbol = _symbol_beside(text, price.amount_text) or price.currency
+        separator = _decimal_separator(price.amount_text, symbol, hints)
         if separator is not None:
             price = Price.fromstring(text, decimal_separator=separator)
     except Exception:  # price-parser on arbitrary text: never let it escape
@@ -163,7 +174,7 @@ def _parse_amount(text: str, hints: CurrencyHints) -> tuple[Decimal | None, str 
             amount = _valid(Decimal(amount))
         except (InvalidOperation, ValueError):
             amount = None
-    return amount, price.currency or _symbol_beside(text, price.amount_text)
+    return amount, symbol
 
 
 def _symbol_beside(text: str, amount_text: str | None) -> str | None:

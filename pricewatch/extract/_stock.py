@@ -1,8 +1,17 @@
-"""Stock-state words of the major shop languages."""
+"""Stock: the stock-state words of the major shop languages, and the product-level
+evidence of a sell-out (buy controls and wording in the product's region, never a size
+selector, a "notify me" widget or another product)."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any
+
+import lxml.etree
+
+from pricewatch.extract._region import Region
+from pricewatch.extract._tree import hidden, text_of
 
 # Checked before the in-stock words: "not available" contains "available".
 OUT_OF_STOCK_PHRASES = (
@@ -225,3 +234,139 @@ def says_out_of_stock(text: str) -> bool:
 
 def says_buy(text: str) -> bool:
     return bool(_BUY_RE.search(text))
+
+
+# Class/id names of buy controls ("add-to-cart", "btn-buy", "addtobasket"...).
+BUY_NAMES = re.compile(
+    r"add-?to-?(?:cart|basket|bag)|add_to_(?:cart|basket)|buy[-_]?now|buy[-_]?b(?:utto)?n|"
+    r"btn[-_]?buy|"
+    r"btn-?cart|buybox|addtocart|addtobasket|kaufen",
+    re.I,
+)
+
+
+# --- product-level evidence --------------------------------------------------------------
+# Widgets that speak about one size or variant, or offer to tell when it is back: their
+# wording and their (disabled) buttons say nothing about the product as a whole.
+_WIDGET_NAMES = re.compile(
+    r"\bsizes?\b|size[-_]|[-_]size|variant|swatch|notify|back-?in-?stock|waitlist|"
+    r"wait-?list|stock-?alert|restock|email-?when|subscribe",
+    re.I,
+)
+_WIDGET_TAGS = frozenset({"select", "option", "datalist"})
+_WIDGET_DEPTH = 5
+_STOCK_NAMES = lxml.etree.XPath(
+    "//*[contains(@class, 'stock') or contains(@class, 'vailab') or contains(@class, 'Stock')"
+    " or contains(@class, 'Availab') or contains(@id, 'stock') or contains(@id, 'vailab')"
+    " or contains(@id, 'Stock') or contains(@id, 'Availab')]"
+)
+
+
+def in_widget(el: Any) -> bool:
+    """``el`` belongs to a size/variant selector or a "notify me" widget."""
+    node = el
+    for _ in range(_WIDGET_DEPTH):
+        if node is None:
+            return False
+        tag = node.tag if isinstance(node.tag, str) else ""
+        if tag in _WIDGET_TAGS:
+            return True
+        names = f"{node.get('class') or ''} {node.get('id') or ''} {node.get('name') or ''}"
+        if names.strip() and _WIDGET_NAMES.search(names):
+            return True
+        node = node.getparent()
+    return False
+
+
+def _control_label(el: Any) -> str:
+    if el.tag == "input":
+        if (el.get("type") or "").lower() not in ("submit", "button"):
+            return ""
+        return el.get("value") or el.get("aria-label") or ""
+    return " ".join(text_of(el, 80).split()) or el.get("aria-label") or ""
+
+
+def _disabled(el: Any) -> bool:
+    return (
+        el.get("disabled") is not None
+        or "disabled" in (el.get("class") or "").split()
+        or el.get("aria-disabled") == "true"
+    )
+
+
+def _in_control(el: Any) -> bool:
+    """``el`` is a state label inside a link or button (shown or not by CSS)."""
+    return any(
+        anc.tag in ("a", "button") for _, anc in zip(range(3), el.iterancestors(), strict=False)
+    )
+
+
+@dataclass(slots=True)
+class BuyControls:
+    """The product's buy controls: how many are enabled, how many disabled, and whether a
+    disabled one says, in words, that the product is sold out."""
+
+    enabled: int = 0
+    disabled: int = 0
+    sold_out_wording: bool = False
+
+
+def _product_controls(root: Any, region: Region, links: bool = True) -> list[tuple[Any, str]]:
+    """The buy buttons of the product's region, with their labels; with ``links``, also
+    the links named as buy controls when no enabled button was found."""
+    out = []
+    for el in root.iter("button", "input"):
+        label = _control_label(el)
+        if not label or len(label) > 40:
+            continue
+        submit = (el.get("type") or "submit").lower() == "submit"
+        # A buy button, or the disabled submit button that says why it cannot buy.
+        if not (says_buy(label) or (submit and _disabled(el) and says_out_of_stock(label))):
+            continue
+        if region.excludes(el) or in_widget(el) or hidden(el):
+            continue
+        out.append((el, label))
+    if not links or any(not _disabled(el) for el, _ in out):
+        return out
+    for el in root.iter("a"):
+        # A link is a buy control only when named one ("add-to-basket"); its text may hold
+        # every state's label, shown one at a time by the shop's CSS.
+        names = el.get("class")
+        if not names or not BUY_NAMES.search(names):
+            continue
+        if region.excludes(el) or in_widget(el) or hidden(el):
+            continue
+        out.append((el, " ".join(text_of(el, 120).split())[:120] or "buy"))
+    return out
+
+
+def enabled_buy_buttons(root: Any, region: Region) -> list[Any]:
+    """The enabled, visible buy buttons of the product's region."""
+    return [el for el, _ in _product_controls(root, region, links=False) if not _disabled(el)]
+
+
+def buy_controls(root: Any, region: Region) -> BuyControls:
+    """The product region's buy controls (outside size selectors and "notify me"
+    widgets), and whether a disabled one says the product is sold out."""
+    controls = BuyControls()
+    for el, label in _product_controls(root, region):
+        if _disabled(el):
+            controls.disabled += 1
+            if says_out_of_stock(label):
+                controls.sold_out_wording = True
+        else:
+            controls.enabled += 1
+    return controls
+
+
+def sold_out_wording(root: Any, region: Region) -> bool:
+    """A stock label of the product's region (an element named for stock or availability,
+    outside size selectors, "notify me" widgets and buy controls) says it is sold out."""
+    for el in _STOCK_NAMES(root)[:40]:
+        text = " ".join(text_of(el, 200).split())
+        if not text or len(text) > 160 or not says_out_of_stock(text):
+            continue
+        if region.excludes(el) or in_widget(el) or hidden(el) or _in_control(el):
+            continue
+        return True
+    return False

@@ -65,3 +65,18 @@ def text_of(el: lxml.etree._Element, limit: int | None = None) -> str:
         return "".join(parts)
     except ValueError:
         return ""
+
+
+def hidden_element(el: lxml.etree._Element) -> bool:
+    """``el`` itself is hidden by an inline style or the ``hidden`` attribute."""
+    style = el.get("style")
+    if style and "none" in style:
+        compact = style.replace(" ", "").lower()
+        if "display:none" in compact or "visibility:hidden" in compact:
+            return True
+    return el.get("hidden") is not None
+
+
+def hidden(el: lxml.etree._Element) -> bool:
+    """``el`` or an ancestor is hidden by an inline style or the ``hidden`` attribute."""
+    return hidden_element(el) or any(hidden_element(a) for a in el.iterancestors())

@@ -31,8 +31,10 @@ from pricewatch.currency import CurrencyHints, resolve_currency
 from pricewatch.extract._candidate import Candidate, clean_text
 from pricewatch.extract._ids import code_from_label, looks_like_label
 from pricewatch.extract._money import normalise_text, parse_amount
-from pricewatch.extract._stock import says_buy, stock_from_text
-from pricewatch.extract._tree import text_of
+from pricewatch.extract._region import Region
+from pricewatch.extract._stock import BUY_NAMES as _NAME_BUY
+from pricewatch.extract._stock import in_widget, says_buy, stock_from_text
+from pricewatch.extract._tree import hidden, hidden_element, text_of
 
 # Elements read per page at most; the scan widens from the title until this is spent.
 SCAN_BUDGET = 3000
@@ -52,12 +54,6 @@ _INTERESTING_NAME = re.compile(
 )
 _NAME_PRICE = re.compile(r"price|preis|prix|prezzo|precio|preco|cena|amount", re.I)
 _NAME_STOCK = re.compile(r"stock|availab|inventory", re.I)
-_NAME_BUY = re.compile(
-    r"add-?to-?(?:cart|basket|bag)|add_to_(?:cart|basket)|buy[-_]?now|buy[-_]?b(?:utto)?n|"
-    r"btn[-_]?buy|"
-    r"btn-?cart|buybox|addtocart|addtobasket|kaufen",
-    re.I,
-)
 _NAME_GOOD = re.compile(
     r"sale|special|current|final|actual|now|our|selling|offer|main|primary|buybox|"
     r"product-?price|price-?(?:value|amount|current|tag|display)|big|large|huge|"
@@ -79,7 +75,7 @@ _NAME_EXCLUDE = re.compile(
     r"percent|subtotal|total|minicart|mini-cart|wishlist|related|recommend|carousel|"
     r"similar|upsell|up-sell|crosssell|cross-sell|also|recent|viewed|accessor|bundle|"
     r"footer|\bnav|menu|sidebar|teaser|banner|newsletter|coupon|voucher|loyalty|points|"
-    r"bonus|rating|review|filter|facet|breadcrumb|sponsored|\bads?\b|tax",
+    r"bonus|rating|review|filter|facet|breadcrumb|sponsored|\bads?\b",
     re.I,
 )
 _CONTEXT_REGULAR = re.compile(
@@ -96,10 +92,31 @@ _CONTEXT_EXCLUDE = re.compile(
     r"ahorra|economize|\boff\b|%|per kg|/\s?kg|/\s?l\b|/\s?100|per 100|je kg|pro kg|"
     r"\bpro\b|\bje\b|/\s?st|grundpreis|unit price|prix unitaire|prezzo unitario|"
     r"\bfrom\b|\bab\b|à partir|a partire|desde|\bod\b|\bvon\b|starting|"
-    r"gift card|bonus|points|cashback|coupon|\btax\b|\bvat\b|mwst|\btva\b|\biva\b|"
+    r"gift card|bonus|points|cashback|coupon|"
     r"\bfree\b|gratis|kostenlos|省|每|起|/罐|/個|/件|送料|運費|运费",
     re.I,
 )
+# A price said to be without VAT (net) or with VAT (gross), in its text, the label right
+# after it or before it, or its class names (``price-excluding-tax``).
+_VAT_NET = re.compile(
+    r"excl(?:\.|uding|usive)?\s*(?:\d+(?:[.,]\d+)?\s?%\s*)?(?:vat|tax|gst)|"
+    r"\bex\.?\s*(?:vat|tax|gst)|without (?:vat|tax)|before tax|\+\s?vat|plus vat|"
+    r"excluding-?tax|\bexkl\.?|zzgl\.?|ohne mwst|\bnetto?\b|\bht\b|hors tax|sans tva|"
+    r"iva esclusa|sin iva|sem iva|\+\s?iva|bez dph|bez vat|bez pdv|brez ddv|bez dane|"
+    r"ex\.? moms|ekskl|ilman alv|excl\.? btw|zonder btw|ex\.? btw|"
+    r"price-?excl|price--net|\bnet-?price|price-?tax\b",
+    re.I,
+)
+_VAT_GROSS = re.compile(
+    r"incl(?:\.|uding|usive)?\s*(?:\d+(?:[.,]\d+)?\s?%\s*)?(?:vat|tax|gst)|"
+    r"\binc\.?\s*(?:vat|tax|gst)|with vat|including-?tax|\binkl\.?\s*(?:\d+\s?%\s*)?mwst|"
+    r"\bbrutto\b|\bttc\b|toutes taxes|avec tva|iva inclusa|iva incluida|con iva|com iva|"
+    r"\bs dph|vč\.? dph|\bs pdv|\bz ddv|\bz vat|inkl\.? moms|inkl\.? mva|sis\.? alv|"
+    r"incl\.? btw|met btw|price-?incl|price--gross|"
+    r"\bgross-?price",
+    re.I,
+)
+_VAT_MAX_RATIO = Decimal("1.3")  # gross/net: the highest VAT rates are 27%
 _STRIKE_TAGS = frozenset({"del", "s", "strike"})
 _EMPHASIS_TAGS = frozenset({"strong", "b", "h1", "h2", "h3", "h4", "em"})
 _SKIP_TAGS = frozenset(
@@ -138,6 +155,15 @@ class _Cand:
     level: int
     order: int
     element: Any
+    vat: str | None = None  # "net" / "gross" when the page says so
+
+
+@dataclass(frozen=True, slots=True)
+class VatPair:
+    """The same price shown without VAT (``net``) and with it (``gross``)."""
+
+    net: Decimal
+    gross: Decimal
 
 
 @dataclass(slots=True)
@@ -159,6 +185,7 @@ class VisibleReading:
     score: float = 0.0
     scanned: bool = False
     sku: str | None = None
+    vat_pair: VatPair | None = None
 
     def as_candidate(self) -> Candidate | None:
         if self.price is None or not self.strong:
@@ -229,29 +256,29 @@ def _ancestry(el: Any, levels: int = 14) -> tuple[str, bool, bool, str]:
     near: list[str] = []
     far: list[str] = []
     struck = False
-    hidden = False
+    concealed = False
     for depth, anc in enumerate(el.iterancestors()):
         if depth >= levels:
             break
         tag = anc.tag if isinstance(anc.tag, str) else ""
         if tag in ("body", "html"):
             break
-        if tag in _SKIP_TAGS or _is_hidden_element(anc):
-            hidden = True
+        if tag in _SKIP_TAGS or hidden_element(anc):
+            concealed = True
         if depth < 3 and (tag in _STRIKE_TAGS or "line-through" in (anc.get("style") or "")):
             struck = True
         names = (anc.get("class") or "") + " " + (anc.get("id") or "")
         (near if depth < 3 else far).append(names)
-    return " ".join(near), struck, hidden, " ".join(far)
+    return " ".join(near), struck, concealed, " ".join(far)
 
 
 def _score(el: Any, text: str, level: int, order: int, hints: CurrencyHints) -> _Cand | None:
     amount, currency_text = parse_amount(text, hints)
-    if amount is None or _is_hidden_element(el):
+    if amount is None or hidden_element(el):
         return None
     own_names = _names(el)
-    near, struck, hidden, far = _ancestry(el)
-    if hidden:
+    near, struck, concealed, far = _ancestry(el)
+    if concealed:
         return None
     tag = el.tag if isinstance(el.tag, str) else ""
     style = el.get("style") or ""
@@ -274,6 +301,7 @@ def _score(el: Any, text: str, level: int, order: int, hints: CurrencyHints) -> 
     context = _context_before(el)
     if _CONTEXT_EXCLUDE.search(text) or _CONTEXT_EXCLUDE.search(context):
         return None
+    vat = _vat_kind(f"{own_names} {near} {text} {context} {_label_after(el)}")
     if _CONTEXT_REGULAR.search(text) or _CONTEXT_REGULAR.search(context):
         regular = True
     letters = sum(1 for ch in text if ch.isalpha())
@@ -293,7 +321,24 @@ def _score(el: Any, text: str, level: int, order: int, hints: CurrencyHints) -> 
         score += _style_emphasis(style)
     # Nearness to the title: the scan's level is how far it climbed from the <h1>.
     score += max(0.0, 4.0 - level)
-    return _Cand(amount, text, currency, score, regular, level, order, el)
+    return _Cand(amount, text, currency, score, regular, level, order, el, vat)
+
+
+def _vat_kind(said: str) -> str | None:
+    net, gross = bool(_VAT_NET.search(said)), bool(_VAT_GROSS.search(said))
+    return "net" if net and not gross else "gross" if gross and not net else None
+
+
+def _label_after(el: Any) -> str:
+    """The short label right after ``el`` (its tail, else the next element's text); ""
+    when that holds a number (another price, not a label)."""
+    after = (el.tail or "").strip()
+    if not after:
+        nxt = el.getnext()
+        after = " ".join(text_of(nxt, 60).split()) if nxt is not None else ""
+    after = after[:40]
+    # "incl. 19% VAT" is a label; "Excl. VAT: 36.53 €" is another price.
+    return "" if _DIGIT.search(after) and "%" not in after else after
 
 
 def _all_struck(el: Any) -> bool:
@@ -330,6 +375,7 @@ def _currency_mark(text: str) -> str | None:
 
 @dataclass(slots=True)
 class _Scan:
+    region: Region
     priced: list[tuple[int, int, Any, str]] = field(default_factory=list)
     stock: list[tuple[int, str]] = field(default_factory=list)
     codes: list[tuple[int, int, str]] = field(default_factory=list)
@@ -418,12 +464,12 @@ def _classify(el: Any, tag: str, names: str, level: int, scan: _Scan) -> None:
         if _buy_label(el, tag, scan):
             return
         if named_buy and not _short_text(el) and el.get("disabled") is None:
-            scan.buy = True  # an image button named "buy"/"add to cart"
+            scan.buy = scan.buy or not scan.region.excludes(el)  # an image "buy" button
             return
     if _NAME_STOCK.search(names):
         label = _short_text(el)
         state = stock_from_text(label) if label else None
-        if state and not _hidden(el):
+        if state and not hidden(el) and not in_widget(el) and not scan.region.excludes(el):
             scan.stock.append((level, state))
     if _NAME_PRICE.search(names) or el.get("data-price") is not None:
         own = _own_text(el)
@@ -440,7 +486,7 @@ def _buy_label(el: Any, tag: str, scan: _Scan) -> bool:
         label = _short_text(el, 80) or el.get("aria-label") or el.get("title")
     if label and says_buy(label):
         if el.get("disabled") is None and "disabled" not in (el.get("class") or ""):
-            scan.buy = True
+            scan.buy = scan.buy or not scan.region.excludes(el)
         return True
     return False
 
@@ -455,23 +501,7 @@ def _short_text(el: Any, limit: int = 120) -> str | None:
 _TITLE_NAME = re.compile(r"title|name", re.I)
 
 
-def _is_hidden_element(el: Any) -> bool:
-    style = el.get("style")
-    if style and "none" in style:
-        compact = style.replace(" ", "").lower()
-        if "display:none" in compact or "visibility:hidden" in compact:
-            return True
-    return el.get("hidden") is not None
-
-
-def _hidden(el: Any) -> bool:
-    """``el`` or an ancestor is hidden by an inline style or the ``hidden`` attribute."""
-    if _is_hidden_element(el):
-        return True
-    return any(_is_hidden_element(anc) for anc in el.iterancestors())
-
-
-def _title(root: Any) -> Any:
+def product_title(root: Any) -> Any:
     """The product title: among the first few ``<h1>``, one named like a title, else the
     one with the most letters (a badge such as "15% off" can be an ``<h1>`` too)."""
     best = None
@@ -480,7 +510,7 @@ def _title(root: Any) -> Any:
         if index >= 10:
             break
         letters = sum(1 for ch in text_of(h1, 400) if ch.isalpha())
-        if letters < 3 or _hidden(h1):
+        if letters < 3 or hidden(h1):
             continue
         names = (h1.get("id") or "") + " " + (h1.get("itemprop") or "")
         key = (bool(_TITLE_NAME.search(names)), min(letters, 200))
@@ -489,11 +519,11 @@ def _title(root: Any) -> Any:
     return best
 
 
-def read_visible(root: Any, hints: CurrencyHints) -> VisibleReading:
-    """Score the page's visible prices; see the module docstring."""
+def read_visible(root: Any, hints: CurrencyHints, region: Region) -> VisibleReading:
+    """Score the visible prices of the product's ``region``; see the module docstring."""
     reading = VisibleReading(scanned=True)
-    scan = _Scan()
-    anchor = _title(root)
+    scan = _Scan(region)
+    anchor = region.title
     if anchor is None:
         body = next(root.iter("body"), None)
         _scan_subtree(body if body is not None else root, MAX_LEVELS, scan)
@@ -524,6 +554,8 @@ def read_visible(root: Any, hints: CurrencyHints) -> VisibleReading:
             previous, current, level = current, current.getparent(), level + 1
     cands = []
     for level, order, el, text in scan.priced[:400]:
+        if region.excludes(el):
+            continue  # another product's price, or the header's
         cand = _score(el, normalise_text(text), level, order, hints)
         if cand is not None:
             cands.append(cand)
@@ -535,6 +567,37 @@ def read_visible(root: Any, hints: CurrencyHints) -> VisibleReading:
         # The stock label closest to the title is the product's.
         reading.availability = min(scan.stock, key=lambda item: item[0])[1]
     return reading
+
+
+def _vat_pair(cands: list[_Cand]) -> tuple[_Cand, _Cand] | None:
+    """The first net and the first gross price (in page order) when both are shown and
+    their ratio is a VAT rate's: (the one shown first, the other)."""
+    net = min((c for c in cands if c.vat == "net" and not c.regular), key=_page_order, default=None)
+    gross = min(
+        (c for c in cands if c.vat == "gross" and not c.regular), key=_page_order, default=None
+    )
+    if net is not None and gross is None:
+        # "Excl. VAT: 36.53 €" beside a plain 40.00 €: the plain one is with VAT.
+        gross = min(
+            (
+                c
+                for c in cands
+                if c.vat is None
+                and not c.regular
+                and net.amount < c.amount <= net.amount * _VAT_MAX_RATIO
+            ),
+            key=_page_order,
+            default=None,
+        )
+        if gross is not None:
+            gross.vat = "gross"
+    if net is None or gross is None or not net.amount < gross.amount <= net.amount * _VAT_MAX_RATIO:
+        return None
+    return (net, gross) if _page_order(net) < _page_order(gross) else (gross, net)
+
+
+def _page_order(cand: _Cand) -> tuple[int, int]:
+    return (cand.level, cand.order)
 
 
 def _has_good(scan: _Scan) -> bool:
@@ -574,6 +637,16 @@ def _choose(
         total = best.score + (_FIRST_BONUS if first is not None and first.amount == amount else 0)
         ranked.append((total, -best.level, -best.order, amount, best))
     ranked.sort(key=lambda item: item[:3], reverse=True)
+    pair = _vat_pair(cands)
+    if pair is not None:
+        # Net and gross side by side: the one the page shows first is the price.
+        first, other = pair
+        reading.vat_pair = VatPair(
+            net=first.amount if first.vat == "net" else other.amount,
+            gross=first.amount if first.vat == "gross" else other.amount,
+        )
+        ranked.sort(key=lambda item: item[3] != first.amount)
+        ranked[0] = (max(ranked[0][0], _GOOD_SCORE) + 2, *ranked[0][1:])
     total, _, _, amount, best = ranked[0]
     runner_up = ranked[1][0] if len(ranked) > 1 else None
     reading.price = amount
@@ -582,7 +655,7 @@ def _choose(
     reading.currency_text = best.currency
     reading.currency = resolve_currency(best.currency, hints) if best.currency else None
     margin = total - runner_up if runner_up is not None else total
-    reading.strong = total >= _GOOD_SCORE and margin >= 1.5
+    reading.strong = (total >= _GOOD_SCORE and margin >= 1.5) or pair is not None
     above = [c for c in regulars if c.amount > amount and c.level <= best.level + 1]
     if above:
         closest = min(above, key=lambda c: (c.level, abs(c.order - best.order)))

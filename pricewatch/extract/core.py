@@ -40,10 +40,16 @@ from pricewatch.extract._markup import (
     opengraph_candidate,
     rdfa_candidates,
 )
-from pricewatch.extract._money import parse_amount
-from pricewatch.extract._stock import says_buy, says_out_of_stock
+from pricewatch.extract._money import PRICE_MISSING, parse_amount
+from pricewatch.extract._region import Region
+from pricewatch.extract._stock import (
+    buy_controls,
+    enabled_buy_buttons,
+    says_out_of_stock,
+    sold_out_wording,
+)
 from pricewatch.extract._tree import parse, text_of
-from pricewatch.extract._visible import VisibleReading, _hidden, read_visible
+from pricewatch.extract._visible import VisibleReading, product_title, read_visible
 from pricewatch.extract.offer import Offer
 from pricewatch.extract.rules import Rules, apply_rules
 
@@ -110,6 +116,7 @@ def _extract(
             metas.append(el)
         elif "ld+json" in (el.get("type") or "").lower() and el.text:
             scripts.append(el.text)
+    region = Region(product_title(root))
     scoped: list[Any] = []
     with_property: list[Any] = []
     loose: list[Any] = []
@@ -134,8 +141,8 @@ def _extract(
             for a in _LOOSE_SCAN(root)
             if a in ("price", "availability", "priceCurrency", "lowPrice")
         ]
-    structured.extend(microdata_candidates(scoped, loose))
-    structured.extend(rdfa_candidates(with_property))
+    structured.extend(microdata_candidates(scoped, loose, region))
+    structured.extend(rdfa_candidates(with_property, region))
     og = opengraph_candidate(metas)
     if og is not None:
         structured.append(og)
@@ -147,8 +154,8 @@ def _extract(
         visible = VisibleReading()
         visible.amounts = {c.price for c in priced if c.price is not None}
     else:
-        visible = read_visible(root, hints)
-    return decide(ruled, structured, visible, hints, root, url)
+        visible = read_visible(root, hints, region)
+    return decide(ruled, structured, visible, hints, root, url, region)
 
 
 _GROUP_SEPARATORS = (",", ".", " ", "\u00a0", "\u202f", "'", "&nbsp;", "&#160;")
@@ -264,88 +271,26 @@ def decide(
     hints: CurrencyHints,
     root: Any,
     url: str,
+    region: Region,
 ) -> Offer | None:
     """Pick the price by evidence and assemble the offer."""
-    priced = [c for c in structured if c.price is not None]
-    chosen: Candidate | None = None
-    if ruled is not None and ruled.price is not None:
-        chosen = ruled
-    elif priced:
-        priced.sort(key=lambda c: _STRUCTURED_ORDER.index(c.source))
-        chosen = priced[0]
-        chosen = _check_against_visible(chosen, priced, visible)
-    if chosen is None:
-        chosen = visible.as_candidate()
-    if chosen is None:
-        useful = [c for c in structured if c.useful()]
-        if ruled is not None and ruled.useful():
-            useful.insert(0, ruled)
-        chosen = Candidate(source=useful[0].source if useful else "visible")
-        _merge(chosen, useful)
-        chosen.price = None
-        chosen.regular_price = None
-    else:
-        _merge(chosen, ([ruled] if ruled is not None else []) + structured)
-    if chosen.price is not None and chosen.regular_price is None:
-        if visible.regular is not None and visible.regular > chosen.price:
-            chosen.regular_price = visible.regular
-            chosen.regular_price_text = visible.regular_text
-        elif not visible.scanned:
-            chosen.regular_price, chosen.regular_price_text = _struck_beside(root, chosen.price)
-    if chosen.regular_price is not None and (
-        chosen.price is None or chosen.regular_price <= chosen.price
-    ):
-        chosen.regular_price = None
-        chosen.regular_price_text = None
-    # Identifier: the code the page labels as such ("Product code: ...") is what shoppers
-    # and the shop's staff quote, then markup, the form field that posts the item to the
-    # cart, a labelled code near the title, the URL.
-    sku = (
-        sku_from_code_label(root)
-        or chosen.sku
-        or sku_from_inputs(root)
-        or visible.sku
-        or sku_from_url(url)
-    )
-    availability = chosen.availability
-    if availability == "OutOfStock" and _sibling_in_stock(chosen, structured):
-        # Sizes or colours marked up as separate products of one name: the product can
-        # be bought when any of them can.
-        availability = "InStock"
-    if visible.availability == "OutOfStock" and chosen.source in ("visible",):
-        availability = "OutOfStock"
-    if availability != "OutOfStock" and _cart_button_disabled(root):
-        # The page's only way to buy is switched off: what the shopper sees wins over
-        # markup that is often rendered from a stale template.
-        availability = "OutOfStock"
-    elif (
-        availability == "OutOfStock"
-        and chosen.source in _STRUCTURED_ORDER
-        and visible.availability != "OutOfStock"
-        and _buy_form_for(root, (chosen.sku, chosen.gtin))
-    ):
-        # An enabled buy button in a form that posts this very product's identifier: the
-        # shop takes orders for it, whatever a (often per-size or stale) markup offer says.
-        availability = "InStock"
-    if availability is None:
-        availability = visible.availability
-    if availability is None and (
-        chosen.price is not None or structured or visible.title or visible.buy_button
-    ):
-        # A product page (a price, product markup or a title) with no stock warning
-        # sells the product.
-        availability = "InStock"
-    if chosen.currency_raw:
-        # A written currency that names nothing in use (or nothing for sure) is no
-        # currency: never swapped for the host's.
-        currency = resolve_currency(chosen.currency_raw, hints)
-    else:
-        currency = visible.currency if visible.currency_text else hints.first()
-    if chosen.price is None and availability is None and not sku:
+    refusal = _refused_price(ruled, structured)
+    chosen = _no_price(ruled, structured) if refusal else _chosen(ruled, structured, visible)
+    if chosen.price is not None:
+        _add_list_price(chosen, visible, root, region)
+    sku = _identifier(chosen, visible, root, url, region)
+    # An offer refused for its price makes no stock claim either (nothing is stored).
+    availability = None if refusal else _availability(chosen, structured, visible, root, region)
+    if chosen.price is None and availability is None and not sku and not refusal:
         return None
+    pair = visible.vat_pair if chosen.price is not None else None
+    other_price, price_kind = None, None
+    if pair is not None and chosen.price in (pair.net, pair.gross):
+        price_kind = "net" if chosen.price == pair.net else "gross"
+        other_price = pair.gross if price_kind == "net" else pair.net
     return Offer(
         price=chosen.price,
-        currency=currency if chosen.price is not None else None,
+        currency=_currency(chosen, visible, hints) if chosen.price is not None else None,
         regular_price=chosen.regular_price,
         availability=availability,
         sku=sku,
@@ -354,7 +299,150 @@ def decide(
         source=chosen.source,
         price_text=chosen.price_text,
         regular_price_text=chosen.regular_price_text,
+        other_price=other_price,
+        price_kind=price_kind,
+        no_price_reason=refusal,
     )
+
+
+def _refused_price(ruled: Candidate | None, structured: list[Candidate]) -> str | None:
+    """The ``no_price`` reason when the page's own structured offer has no valid price
+    (and no operator rule found one): that offer speaks for the page, so no price read
+    elsewhere on it may stand in. None when a price may be looked for."""
+    if ruled is not None and ruled.price is not None:
+        return None
+    own = [c for c in structured if c.own]
+    if any(c.price is not None for c in own):
+        return None
+    problems = [c.price_problem for c in own if c.price_problem]
+    if not problems:
+        return None
+    # The most telling reason: an invalid price says more than a missing one.
+    return next((p for p in problems if p != PRICE_MISSING), problems[0])
+
+
+def _no_price(ruled: Candidate | None, structured: list[Candidate]) -> Candidate:
+    """What the page says besides a price (stock, identifiers, name), from every reading."""
+    useful = [c for c in structured if c.useful() or c.own]
+    if ruled is not None and ruled.useful():
+        useful.insert(0, ruled)
+    own = next((c for c in structured if c.own), None)
+    first = own or (useful[0] if useful else None)
+    chosen = Candidate(source=first.source if first is not None else "visible")
+    _merge(chosen, useful)
+    chosen.price = chosen.regular_price = None
+    chosen.price_text = own.price_text if own is not None else None
+    chosen.regular_price_text = None
+    return chosen
+
+
+def _chosen(
+    ruled: Candidate | None, structured: list[Candidate], visible: VisibleReading
+) -> Candidate:
+    """The reading whose price is kept: the operator's rule, else structured data checked
+    against the visible page, else a clear visible price; filled from the others."""
+    priced = [c for c in structured if c.price is not None]
+    chosen: Candidate | None = None
+    if ruled is not None and ruled.price is not None:
+        chosen = ruled
+    elif priced:
+        priced.sort(key=lambda c: _STRUCTURED_ORDER.index(c.source))
+        chosen = _check_against_visible(priced[0], priced, visible)
+    if chosen is None:
+        chosen = visible.as_candidate()
+    if chosen is None:
+        return _no_price(ruled, structured)
+    return _merge(chosen, ([ruled] if ruled is not None else []) + structured)
+
+
+def _add_list_price(chosen: Candidate, visible: VisibleReading, root: Any, region: Region) -> None:
+    """A list price above the price: markup's, else the visible one, else a struck-through
+    amount beside the price."""
+    assert chosen.price is not None
+    if chosen.regular_price is None:
+        if visible.regular is not None and visible.regular > chosen.price:
+            chosen.regular_price = visible.regular
+            chosen.regular_price_text = visible.regular_text
+        elif not visible.scanned:
+            found = _struck_beside(root, chosen.price, region)
+            chosen.regular_price, chosen.regular_price_text = found
+    if chosen.regular_price is not None and chosen.regular_price <= chosen.price:
+        chosen.regular_price = None
+        chosen.regular_price_text = None
+
+
+def _identifier(
+    chosen: Candidate, visible: VisibleReading, root: Any, url: str, region: Region
+) -> str | None:
+    """The code the page labels as such ("Product code: ...") is what shoppers and the
+    shop's staff quote, then markup, the form field that posts the item to the cart, a
+    labelled code near the title, the URL."""
+    return (
+        sku_from_code_label(root, region)
+        or chosen.sku
+        or sku_from_inputs(root, region)
+        or visible.sku
+        or sku_from_url(url)
+    )
+
+
+def _availability(
+    chosen: Candidate,
+    structured: list[Candidate],
+    visible: VisibleReading,
+    root: Any,
+    region: Region,
+) -> str | None:
+    """InStock / OutOfStock from product-level evidence only.
+
+    OutOfStock needs the product's own offer to say so (and no enabled buy button in the
+    form that posts this product's SKU/GTIN, and no same-named variant in stock), or the
+    product region to say so in words while its buy control is disabled (or missing, when
+    markup says nothing). Sold-out sizes, "notify me" widgets and other products never
+    count (see ``_stock``)."""
+    availability = chosen.availability
+    if availability == "OutOfStock" and _sibling_in_stock(chosen, structured):
+        # Sizes or colours marked up as separate products of one name: the product can
+        # be bought when any of them can.
+        availability = "InStock"
+    controls = buy_controls(root, region)
+    could_be_out = not controls.enabled and (controls.disabled or availability is None)
+    says_out = (
+        visible.availability == "OutOfStock"
+        or controls.sold_out_wording
+        or (could_be_out and not visible.scanned and sold_out_wording(root, region))
+    )
+    if says_out and could_be_out:
+        # Sold-out wording in the product's region and no way to buy it (a disabled buy
+        # control; or none, when markup says nothing): what the shopper sees wins over
+        # markup that is often rendered from a stale template.
+        availability = "OutOfStock"
+    elif (
+        availability == "OutOfStock"
+        and chosen.source in _STRUCTURED_ORDER
+        and not says_out
+        and _buy_form_for(root, (chosen.sku, chosen.gtin), region)
+    ):
+        # An enabled buy button in a form that posts this very product's identifier: the
+        # shop takes orders for it, whatever a (often per-size or stale) markup offer says.
+        availability = "InStock"
+    elif availability is None and visible.availability == "InStock":
+        availability = "InStock"
+    if availability is None and (
+        chosen.price is not None or structured or visible.title or visible.buy_button
+    ):
+        # A product page (a price, product markup or a title) with no product-level
+        # evidence of a sell-out sells the product.
+        availability = "InStock"
+    return availability
+
+
+def _currency(chosen: Candidate, visible: VisibleReading, hints: CurrencyHints) -> str | None:
+    if chosen.currency_raw:
+        # A written currency that names nothing in use (or nothing for sure) is no
+        # currency: never swapped for the host's.
+        return resolve_currency(chosen.currency_raw, hints)
+    return visible.currency if visible.currency_text else hints.first()
 
 
 def _same_name(a: str | None, b: str | None) -> bool:
@@ -377,25 +465,15 @@ def _sibling_in_stock(chosen: Candidate, structured: list[Candidate]) -> bool:
 _FORM_INPUT_LIMIT = 60
 
 
-def _buy_form_for(root: Any, ids: tuple[str | None, ...]) -> bool:
-    """An enabled, visible buy button sits in a form with a field whose value is one of
-    ``ids`` (the product's SKU or GTIN): the form that orders this product."""
+def _buy_form_for(root: Any, ids: tuple[str | None, ...], region: Region) -> bool:
+    """An enabled, visible buy button in the product's region sits in a form with a field
+    whose value is one of ``ids`` (the product's SKU or GTIN): the form that orders it."""
     wanted = {i.strip() for i in ids if i and len(i.strip()) >= 3}
     if not wanted:
         return False
-    for el in root.iter("button", "input"):
-        if el.tag == "input":
-            if (el.get("type") or "").lower() not in ("submit", "button"):
-                continue
-            label = el.get("value") or ""
-        else:
-            label = " ".join(text_of(el, 80).split())
-        if not label or len(label) > 40 or not says_buy(label):
-            continue
-        if el.get("disabled") is not None or "disabled" in (el.get("class") or "").split():
-            continue
+    for el in enabled_buy_buttons(root, region):
         form = next(el.iterancestors("form"), None)
-        if form is None or _hidden(el) or says_out_of_stock(text_of(form, 400)[:400]):
+        if form is None or says_out_of_stock(text_of(form, 400)[:400]):
             continue
         for index, field in enumerate(form.iter("input")):
             if index >= _FORM_INPUT_LIMIT:
@@ -405,31 +483,14 @@ def _buy_form_for(root: Any, ids: tuple[str | None, ...]) -> bool:
     return False
 
 
-def _cart_button_disabled(root: Any) -> bool:
-    """Buy buttons exist and every one of them is disabled."""
-    enabled = disabled = 0
-    for el in root.iter("button", "input"):
-        if el.tag == "input":
-            if (el.get("type") or "").lower() not in ("submit", "button"):
-                continue
-            label = el.get("value") or ""
-        else:
-            label = " ".join(text_of(el, 80).split())
-        if not label or len(label) > 40 or not says_buy(label):
-            continue
-        if el.get("disabled") is not None or "disabled" in (el.get("class") or "").split():
-            disabled += 1
-        else:
-            enabled += 1
-    return disabled > 0 and enabled == 0
-
-
-def _struck_beside(root: Any, price: Decimal) -> tuple[Decimal | None, str | None]:
-    """A struck-through amount above ``price`` in the same small box as ``price``: the list
-    price beside the markup price (markup rarely carries it)."""
+def _struck_beside(root: Any, price: Decimal, region: Region) -> tuple[Decimal | None, str | None]:
+    """A struck-through amount above ``price`` in the same small box as ``price`` in the
+    product's region: the list price beside the markup price (markup rarely carries it)."""
     for index, el in enumerate(root.iter("del", "s", "strike")):
         if index >= 50:
             break
+        if region.excludes(el):
+            continue
         text = " ".join(text_of(el, 60).split())
         if not text or len(text) > 40:
             continue

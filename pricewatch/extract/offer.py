@@ -16,6 +16,14 @@ class Offer:
     ``availability`` is ``"InStock"``, ``"OutOfStock"`` or None. ``source`` says where
     the price came from: ``jsonld``, ``microdata``, ``opengraph``, ``rule``, ``visible``,
     ``xhr`` or ``api``.
+
+    When the page shows the price both without and with VAT, ``price`` is the one its buy
+    box presents first, ``price_kind`` says which (``"net"``/``"gross"``) and
+    ``other_price`` is the other one (kept with the offer only: the store keeps ``price``).
+    ``no_price_reason`` says why a page whose own structured offer exists has no price
+    (``pricewatch.extract.REASONS``: ``price_missing``, ``price_not_positive``,
+    ``price_not_finite``, ``price_out_of_range``, ``price_exponent``,
+    ``price_not_a_number``).
     """
 
     price: Decimal | None = None
@@ -28,6 +36,9 @@ class Offer:
     source: str | None = None
     price_text: str | None = None
     regular_price_text: str | None = None
+    other_price: Decimal | None = None
+    price_kind: str | None = None
+    no_price_reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-safe dict: prices as decimal strings, exactly as parsed."""

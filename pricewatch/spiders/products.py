@@ -41,7 +41,7 @@ from pricewatch.exceptions import (
     DomainDeferred,
     RobotsDisallowed,
 )
-from pricewatch.extract import Rules, extract_offer, load_rules
+from pricewatch.extract import NOT_FOUND, Rules, extract_offer, load_rules
 from pricewatch.frontier import Completion, FrontierUnavailable, Lease
 from pricewatch.items import OfferItem
 from pricewatch.leases import CrawlResources
@@ -218,10 +218,15 @@ class ProductSpider(Spider):
                 rules=self.rules,
             )
         if offer is None or offer.price is None:
-            if browser.should_retry(response):
+            reason = offer.no_price_reason if offer is not None else None
+            if reason is None and browser.should_retry(response):
                 # Client-side rendering: one browser retry, same lease, completed by it.
+                # (A page whose own structured offer refuses a price needs none.)
                 yield self.request_for(lease, browser=True)
                 return
+            reason = reason or NOT_FOUND
+            self.crawler.stats.inc_value(f"pricewatch/extract/no_price/{reason}")
+            logger.debug("%s has no price: %s", lease.url, reason)
             await self._complete(lease, Outcome.NO_PRICE)
             return
         self.crawler.stats.inc_value(f"pricewatch/extract/source/{offer.source}")

@@ -1,0 +1,113 @@
+"""The main product's region of a page: everything except other products and page chrome.
+
+Visible prices, stock wording, buy buttons, hidden SKU fields and microdata/RDFa offers are
+read only inside the region; what sits outside never supplies a price, a list price or a
+stock state. The region is the page minus these subtrees (judged by structure and by the
+names a page gives its blocks; no host-specific rule):
+
+- page chrome: ``<header>``, ``<footer>``, ``<nav>`` and their ARIA roles (``banner``,
+  ``contentinfo``, ``navigation``), the mini-cart and cart drawers;
+- blocks (``div``, ``section``, ``aside``, lists) named for other products, by class,
+  id, ``aria-label``, ``data-widget`` or ``data-component``: related, recommended, "also
+  bought/viewed/like", similar, upsell, cross-sell, recently viewed, carousels, sliders
+  and swipers;
+- lists of product cards: a block whose first three element children (after a heading)
+  share one tag and class and each link somewhere (``<li class="card"><a href=...>``): a
+  product grid, a carousel or a list of other offers, whatever it is called.
+
+A subtree that holds the product title (the page's ``<h1>``) is never cut out: the title
+marks the product's own block, so a page wrapped in ``<div class="slider">`` or a title
+inside ``<header>`` keeps its product. A reader asks :meth:`Region.excludes` about each
+element it would use; the answer walks the element's ancestors once, memoised per page, so
+the cost follows the few elements read, not the page size. JSON-LD has its own notion of
+other products (``ItemList``, ``isRelatedTo``...; see ``_jsonld``) and OpenGraph is
+page-level.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import lxml.etree
+
+# The look-ahead lets the regex skip most positions of long class lists at C speed.
+_OTHER_NAMES = re.compile(
+    r"(?=[rasucmy])(?:related|recommend|also[-_ ]?(?:bought|viewed|like|purchased)|"
+    r"you[-_ ]?may|similar|upsell|up-sell|cross-?sell|recent(?:ly)?[-_ ]?viewed|recently|"
+    r"carousel|slider|swiper|mini-?cart|cart-?drawer|mini-?basket)",
+    re.I,
+)
+_CARD_LIST_MIN = 3
+_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+_CHROME_TAGS = frozenset({"header", "footer", "nav"})
+_CHROME_ROLES = frozenset({"banner", "contentinfo", "navigation"})
+# Blocks that wrap other content; inline elements and leaves are not looked at.
+_BLOCK_SET = frozenset({"div", "section", "aside", "ul", "ol", "header", "footer", "nav"})
+_LINK = lxml.etree.XPath("boolean(descendant-or-self::a[@href])")
+
+
+def _card_list(el: Any) -> bool:
+    """Its first element children after a heading are alike (same tag and class) and each
+    holds a link: the cards of other products."""
+    children: list[Any] = []
+    for child in el:
+        tag = child.tag
+        if not isinstance(tag, str) or (not children and tag in _HEADINGS):
+            continue
+        children.append(child)
+        if len(children) == _CARD_LIST_MIN:
+            break
+    if len(children) < _CARD_LIST_MIN:
+        return False
+    first = children[0]
+    if any(c.tag != first.tag or c.get("class") != first.get("class") for c in children[1:]):
+        return False
+    return all(_LINK(c) for c in children)
+
+
+def _is_other(el: Any) -> bool:
+    if el.tag in _CHROME_TAGS:
+        return True
+    attrib = el.attrib
+    if attrib:
+        if attrib.get("role") in _CHROME_ROLES:
+            return True
+        for key in ("class", "id", "aria-label", "data-widget", "data-component"):
+            value = attrib.get(key)
+            if value and _OTHER_NAMES.search(value):
+                return True
+    return len(el) >= _CARD_LIST_MIN and _card_list(el)
+
+
+class Region:
+    """The product's region of one page: :meth:`excludes` tells whether an element lies
+    in a subtree outside it. Each ancestor is judged once (memoised), so a reader pays for
+    the elements it looks at, not for the whole page."""
+
+    __slots__ = ("_keep", "_memo", "title")
+
+    def __init__(self, title: Any | None) -> None:
+        self.title = title  # the product's <h1>, or None
+        # The title's own ancestors hold the product: never cut out.
+        self._keep: set[Any] = set(title.iterancestors()) if title is not None else set()
+        self._memo: dict[Any, bool] = {}
+
+    def excludes(self, el: Any) -> bool:
+        """``el`` or one of its ancestors is page chrome or another product's block."""
+        memo = self._memo
+        chain = []
+        node = el
+        outside = False
+        while node is not None:
+            known = memo.get(node)
+            if known is not None:
+                outside = known
+                break
+            chain.append(node)
+            node = node.getparent()
+        for node in reversed(chain):
+            if not outside and node not in self._keep and node.tag in _BLOCK_SET:
+                outside = _is_other(node)
+            memo[node] = outside
+        return outside
