@@ -62,7 +62,7 @@ class InvalidOffer(ValueError):
         self.detail = detail
 
 
-def _money(value: Decimal, info: ValidationInfo) -> Decimal:
+def _check_money(value: Decimal, info: ValidationInfo) -> Decimal:
     """The money rules of every amount: finite, positive, at most
     ``context["max_price"]``, at most :data:`MAX_SCALE` decimal places. A broken rule is a
     ``PydanticCustomError`` whose type is the drop reason."""
@@ -93,7 +93,7 @@ def _ctx(value: Decimal) -> dict[str, str]:
 
 
 # A shop's amount: a Decimal (NaN and infinities reach the money rules, which name them).
-Money = Annotated[Decimal, Field(allow_inf_nan=True), AfterValidator(_money)]
+Money = Annotated[Decimal, Field(allow_inf_nan=True), AfterValidator(_check_money)]
 
 
 class PriceObservation(BaseModel):

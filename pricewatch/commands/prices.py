@@ -57,7 +57,7 @@ HISTORY_HEADER = (
 NUMERIC = {"price", "regular"}
 
 
-def _money(value: Decimal | None) -> str:
+def _money_cell(value: Decimal | None) -> str:
     return "" if value is None else canonical_decimal(value)
 
 
@@ -138,7 +138,7 @@ class Command(ScrapyCommand):
                     r.sku or "",
                     canonical_decimal(r.price),
                     r.currency,
-                    _money(r.regular_price),
+                    _money_cell(r.regular_price),
                     r.availability or "",
                     _when(r.checked_at),
                     _when(r.changed_at),
@@ -166,7 +166,7 @@ class Command(ScrapyCommand):
                 _when(c.observed_at),
                 canonical_decimal(c.price),
                 c.currency,
-                _money(c.regular_price),
+                _money_cell(c.regular_price),
                 c.availability or "",
                 status,
                 c.url,

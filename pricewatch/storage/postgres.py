@@ -265,11 +265,11 @@ def _reason(exc: asyncpg.PostgresError) -> str:
     return "integrity" if isinstance(exc, ROW_ERRORS[0]) else "invalid_data"
 
 
-def _money(value: Decimal | None) -> Decimal | None:
+def _money_column(value: Decimal | None) -> Decimal | None:
     return None if value is None else stored_decimal(value)
 
 
-def _read_money(value: Decimal | None) -> Decimal | None:
+def _money_from_column(value: Decimal | None) -> Decimal | None:
     """asyncpg decodes ``numeric`` 30000 as ``Decimal("3E+4")``: give back the canonical
     ``Decimal("30000")``, as the SQLite store does."""
     return None if value is None else normalise_decimal(value)
@@ -284,7 +284,7 @@ def _records(rounds: list[list[Observation]], first: int = 0) -> list[tuple[Any,
             o.sku,
             stored_decimal(o.price),
             o.currency,
-            _money(o.regular_price),
+            _money_column(o.regular_price),
             o.availability,
             o.name,
             o.source,
@@ -304,7 +304,7 @@ def _product(r: asyncpg.Record) -> ProductRow:
         sku=r[2],
         price=normalise_decimal(r[3]),
         currency=r[4],
-        regular_price=_read_money(r[5]),
+        regular_price=_money_from_column(r[5]),
         availability=r[6],
         name=r[7],
         source=r[8],
@@ -562,7 +562,7 @@ class PostgresStore(Store):
                         obs.sku,
                         stored_decimal(obs.price),
                         obs.currency,
-                        _money(obs.regular_price),
+                        _money_column(obs.regular_price),
                         obs.availability,
                         obs.raw_hash,
                         obs.observed_at,
@@ -632,7 +632,7 @@ class PostgresStore(Store):
                 sku=r[1],
                 price=normalise_decimal(r[2]),
                 currency=r[3],
-                regular_price=_read_money(r[4]),
+                regular_price=_money_from_column(r[4]),
                 availability=r[5],
                 observed_at=r[6],
                 raw_hash=r[7],
@@ -651,7 +651,7 @@ class PostgresStore(Store):
                 sku=r[1],
                 price=normalise_decimal(r[2]),
                 currency=r[3].strip(),
-                regular_price=_read_money(r[4]),
+                regular_price=_money_from_column(r[4]),
                 availability=r[5],
                 observed_at=r[6],
                 raw_hash=r[7],
