@@ -42,8 +42,10 @@ class BadLine:
     text: str
 
     def __str__(self) -> str:
-        # repr() makes control characters visible; credentials are never echoed.
-        return f"line {self.lineno}: {self.reason}: {mask_userinfo(self.text[:120])!r}"
+        # repr() makes control characters visible (a byte that is not UTF-8 as \xff);
+        # credentials are never echoed.
+        shown = re.sub(r"\\udc([89a-f][0-9a-f])", r"\\x\1", repr(mask_userinfo(self.text[:120])))
+        return f"line {self.lineno}: {self.reason}: {shown}"
 
 
 def check_url(url: str, max_length: int = 0) -> str | None:

@@ -220,7 +220,7 @@ def test_seed_command_reports_every_rejected_line_of_a_hostile_file(tmp_path: Pa
     assert proc.returncode == 3, proc.stderr
     assert "line 2: control character" in proc.stderr
     assert "line 3: credentials in URL" in proc.stderr
-    assert "line 5000: not valid UTF-8" in proc.stderr
+    assert "line 5000: not valid UTF-8: 'https://shop.example/p/\\xff\\xfe'" in proc.stderr
     assert "line 5500: port out of range" in proc.stderr
     assert "hunter2" not in proc.stderr and "\x1b" not in proc.stderr
     assert "5,996 URLs read, 5,996 new, 0 already scheduled, 4 bad lines skipped" in proc.stderr
