@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from pricewatch.extract import Offer
 from pricewatch.frontier import Lease
@@ -19,6 +19,17 @@ class OfferItem:
     offer: Offer
     fetched_at: datetime  # timezone-aware UTC
     lease: Lease | None = None
+
+    @classmethod
+    def fetched(cls, lease: Lease, offer: Offer) -> OfferItem:
+        """The offer just read for ``lease`` (at its scheduled URL), fetched now."""
+        return cls(
+            url=lease.url,
+            domain=lease.domain,
+            offer=offer,
+            fetched_at=datetime.now(UTC),
+            lease=lease,
+        )
 
 
 @dataclass(slots=True)

@@ -1,4 +1,5 @@
-"""Checks shared by every frontier backend on the entries it is asked to add."""
+"""What every frontier backend shares about entries: the checks on those it is asked to
+add, and the counters its leases and entry infos carry."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 from pricewatch._urls import BadURL, mask_userinfo, product_url, site_of
@@ -47,6 +49,43 @@ def check_entry(entry: Entry, *, max_length: int = 0) -> tuple[Entry, str]:
     domain = domain_of(url)
     assert domain is not None  # product_url refuses URLs without a host
     return (entry if url == entry.url else replace(entry, url=url)), domain
+
+
+class Counters(TypedDict):
+    """The stored state of an entry that a :class:`Lease` and an :class:`EntryInfo` both
+    carry (as keyword arguments)."""
+
+    sku: str | None
+    importance: float
+    attempts: int
+    failures: int
+    gone: int
+    checks: int
+    changes: int
+    seen_at: float
+
+
+def counters(
+    sku: str | None,
+    importance: Any,
+    attempts: Any,
+    failures: Any,
+    gone: Any,
+    checks: Any,
+    changes: Any,
+    seen_at: Any,
+) -> Counters:
+    """An entry's stored counters, typed (Redis answers text, SQLite numbers)."""
+    return Counters(
+        sku=sku,
+        importance=float(importance),
+        attempts=int(attempts),
+        failures=int(failures),
+        gone=int(gone),
+        checks=int(checks),
+        changes=int(changes),
+        seen_at=float(seen_at),
+    )
 
 
 def valid_entries(entries: Iterable[Entry]) -> list[tuple[Entry, str]]:

@@ -40,7 +40,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from pricewatch import settings as defaults
 from pricewatch._urls import mask_password, url_problem
-from pricewatch.frontier._entries import domain_of, lookup_url, valid_entries
+from pricewatch.frontier._entries import counters, domain_of, lookup_url, valid_entries
 from pricewatch.frontier.base import (
     Completion,
     DomainCounts,
@@ -282,15 +282,8 @@ class RedisFrontier(Frontier):
                     domain=domain,
                     token=token,
                     deadline=until,
-                    sku=_opt(sku),
-                    importance=float(imp),
-                    attempts=int(attempts),
-                    failures=int(fails),
-                    gone=int(gone),
-                    checks=int(checks),
-                    changes=int(changes),
-                    seen_at=float(seen),
                     health=float(h),
+                    **counters(_opt(sku), imp, attempts, fails, gone, checks, changes, seen),
                 )
             )
         self.stats["pricewatch/frontier/claimed"] += len(leases)
@@ -436,14 +429,7 @@ class RedisFrontier(Frontier):
             domain=domain,
             state=state,
             due_at=float(due),
-            sku=_opt(sku),
-            importance=float(imp),
-            attempts=int(attempts),
-            failures=int(fails),
-            gone=int(gone),
-            checks=int(checks),
-            changes=int(changes),
-            seen_at=float(seen),
+            **counters(_opt(sku), imp, attempts, fails, gone, checks, changes, seen),
         )
 
     async def requeue_domain(self, domain: str) -> int:

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from pricewatch._urls import sqlite_path
-from pricewatch.frontier._entries import lookup_url, valid_entries
+from pricewatch.frontier._entries import counters, lookup_url, valid_entries
 from pricewatch.frontier.base import (
     Completion,
     DomainCounts,
@@ -248,15 +248,8 @@ class SQLiteFrontier(Frontier):
                 domain=domain,
                 token=secrets.token_hex(8),
                 deadline=deadline,
-                sku=sku,
-                importance=imp,
-                attempts=attempts,
-                failures=fails,
-                gone=gone,
-                checks=checks,
-                changes=changes,
-                seen_at=seen,
                 health=health.get(domain, 1.0),
+                **counters(sku, imp, attempts, fails, gone, checks, changes, seen),
             )
             for url, domain, sku, imp, _due, attempts, fails, gone, checks, changes, seen in chosen
         ]
@@ -504,14 +497,7 @@ class SQLiteFrontier(Frontier):
             domain=domain,
             state="inflight" if token is not None else st,
             due_at=due,
-            sku=sku,
-            importance=imp,
-            attempts=attempts,
-            failures=fails,
-            gone=gone,
-            checks=checks,
-            changes=changes,
-            seen_at=seen,
+            **counters(sku, imp, attempts, fails, gone, checks, changes, seen),
         )
 
     async def requeue_domain(self, domain: str) -> int:

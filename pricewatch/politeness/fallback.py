@@ -47,7 +47,6 @@ import math
 import random
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from decimal import Decimal
 from string import Formatter
 from typing import TYPE_CHECKING, Any
@@ -303,13 +302,7 @@ class OfficialSourceMiddleware(_Official):
             await self._failed(lease, response.meta, f"HTTP {response.status}, no price")
             return
         self.stats.inc_value("pricewatch/fallback/ok")
-        yield OfferItem(
-            url=lease.url,
-            domain=lease.domain,
-            offer=offer,
-            fetched_at=datetime.now(UTC),
-            lease=lease,
-        )
+        yield OfferItem.fetched(lease, offer)
 
     async def official_failed(self, failure: Failure) -> None:
         request: Request = failure.request  # type: ignore[attr-defined]

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, Spider
@@ -233,13 +232,7 @@ class ProductSpider(Spider):
         # The fetch is over: the lease stops counting against the domain's cap while the
         # offer goes through validation and the store (which completes it).
         self.resources.release(lease)
-        yield OfferItem(
-            url=lease.url,
-            domain=lease.domain,
-            offer=offer,
-            fetched_at=datetime.now(UTC),
-            lease=lease,
-        )
+        yield OfferItem.fetched(lease, offer)
 
     async def errback(self, failure: Failure) -> None:
         request: Request = failure.request  # type: ignore[attr-defined]

@@ -97,20 +97,12 @@ class ChangeRow:
 
 
 @dataclass(frozen=True, slots=True)
-class HeldRow:
+class HeldRow(ChangeRow):
     """An observation that was not published at once (table ``price_quarantine``):
     ``status`` ``held`` (waiting for a confirming fetch), ``confirmed`` (published as the
     confirming fetch's change) or ``rejected`` (never published); ``reason`` is why it
     was suspicious (see :mod:`pricewatch.quarantine`)."""
 
-    url: str
-    sku: str | None
-    price: Decimal
-    currency: str
-    regular_price: Decimal | None
-    availability: str | None
-    observed_at: datetime
-    raw_hash: str
     reason: str
     status: str
     attempt: int
