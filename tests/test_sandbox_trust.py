@@ -159,7 +159,9 @@ def test_price_on_request_pages_carry_an_invalid_structured_offer(
         assert recs and re.search(r"\d", recs[0].text_content())
         if js:
             api = get_json(url.split("/products/")[0] + f"/api/offer/{rec['sku']}")
-            assert api["price"] is None and api["display"]["price"] == "Price on request"
+            assert api["display"]["price"] == "Price on request"
+            own = None if raw is None else {"amount": raw, "currency": rec["currency"]}
+            assert api["price"] == own  # the same invalid amount as its JSON-LD
         else:
             assert "Price on request" in buybox_text(tree)
             assert not re.search(r"\d", tree.xpath('//div[contains(@class,"price-box")]')[0]

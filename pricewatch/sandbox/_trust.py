@@ -559,8 +559,9 @@ def offer_json(shop: Shop, product: Product, data: dict[str, Any]) -> dict[str, 
     loc = shop.locale
     case = product.case
     display = data.get("display")  # only in the page's own offer JSON
-    if case in ON_REQUEST:
-        data["price"] = None
+    if case in ON_REQUEST:  # the same invalid amount as the page's JSON-LD, or none
+        raw = ON_REQUEST[case]
+        data["price"] = None if raw is None else {"amount": raw, "currency": loc.currency}
         data["regular_price"] = None
         data["price_on_request"] = True
         if display is not None:
