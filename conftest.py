@@ -4,4 +4,5 @@ pytest_plugins = [
     "tests.fixtures.sandbox",
     "tests.fixtures.postgres",
     "tests.fixtures.redis",
+    "tests.fixtures.servers",
 ]

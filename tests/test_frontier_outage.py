@@ -1,87 +1,33 @@
 """Redis restarted in the middle of a crawl: the spider backs off, resumes, loses nothing.
 
 The shared Redis is left alone: the test runs a private ``redis-server`` (append-only
-file on, as a production frontier must be configured) that it can stop for real.
+file on, as a production frontier must be configured, ``tests/fixtures/servers.py``) that it
+can stop for real.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import socket
 import sqlite3
-import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from pricewatch.frontier import DomainCounts
 from pricewatch.frontier.redis import RedisFrontier
 
 from .fixtures.sandbox import SandboxProcess, sandbox_args
+from .fixtures.servers import PrivateRedis
 from .helpers import scrapy, scrapy_env, start_scrapy
-
-
-class PrivateRedis:
-    def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="pricewatch-redis-"))
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.start()
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--dir",
-             str(self.dir), "--appendonly", "yes", "--appendfsync", "always", "--save", ""],
-            stdout=subprocess.DEVNULL,
-        )  # fmt: skip
-        client = redis.Redis.from_url(self.url)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-            finally:
-                client.close()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-
-    def destroy(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 async def frontier_counts(url: str) -> list[DomainCounts]:
     async with RedisFrontier(url) as frontier:
         return await frontier.counts()
-
-
-@pytest.fixture
-def private_redis() -> Iterator[PrivateRedis]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("needs redis-server to run a private Redis")
-    server = PrivateRedis()
-    try:
-        yield server
-    finally:
-        server.destroy()
 
 
 @pytest.mark.timeout(180)

@@ -31,7 +31,7 @@ def fetched_disallowed(shop: Any) -> int:
     return sum(n for path, n in paths.items() if path.startswith("/private/"))
 
 
-@pytest.mark.parametrize("run", range(3))
+@pytest.mark.parametrize("run", range(2))
 def test_concurrent_first_requests_all_obey_robots_txt(
     sandbox_factory: Any, tmp_path: Path, run: int
 ) -> None:

@@ -2,21 +2,15 @@
 duplicated.
 
 The shared server is left alone: the test runs a private PostgreSQL cluster of its own
-(initdb into a temporary directory, on a free port) that it can stop for real.
+(``tests/fixtures/servers.py``) that it can stop for real.
 """
 
 from __future__ import annotations
 
-import glob
 import json
-import os
-import shutil
 import signal
-import socket
 import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -26,50 +20,8 @@ import pytest
 from pricewatch.runs import ExitCode
 
 from .fixtures.sandbox import SandboxProcess, sandbox_args
+from .fixtures.servers import PrivateCluster
 from .helpers import scrapy, scrapy_env, start_scrapy
-
-BINDIRS = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
-
-
-class PrivateCluster:
-    def __init__(self) -> None:
-        self.bindir = Path(BINDIRS[-1])
-        self.root = Path(tempfile.mkdtemp(prefix="pricewatch-pg-"))
-        self.data = self.root / "data"
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        self._as_postgres = os.geteuid() == 0
-        if self._as_postgres:
-            shutil.chown(self.root, "postgres", "postgres")
-        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
-        self.start()
-
-    def _run(self, tool: str, *args: str) -> None:
-        cmd = [str(self.bindir / tool), *args]
-        if self._as_postgres:
-            cmd = ["runuser", "-u", "postgres", "--", *cmd]
-        subprocess.run(cmd, check=True, capture_output=True, timeout=60)
-
-    def start(self) -> None:
-        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-w", "-l",
-                  str(self.root / "log"), "start")  # fmt: skip
-
-    def stop(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
-
-    def query(self, sql: str) -> str:
-        cmd = [str(self.bindir / "psql"), self.url, "-Atc", sql]
-        return subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=30).stdout
-
-    def destroy(self) -> None:
-        try:
-            self.stop()
-        except subprocess.CalledProcessError:
-            pass
-        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def _product_fetches(shop: SandboxProcess) -> int:
@@ -99,17 +51,6 @@ def _count(cluster: PrivateCluster, table: str) -> int:
         return int(cluster.query(f"SELECT count(*) FROM {table}") or 0)
     except subprocess.CalledProcessError:  # not there yet, or the server is down
         return 0
-
-
-@pytest.fixture
-def cluster() -> Iterator[PrivateCluster]:
-    if not BINDIRS or shutil.which("runuser") is None:
-        pytest.skip("needs the PostgreSQL server binaries to run a private cluster")
-    pg = PrivateCluster()
-    try:
-        yield pg
-    finally:
-        pg.destroy()
 
 
 @pytest.mark.timeout(180)
