@@ -1,5 +1,6 @@
 """Value rules shared by every store backend: the canonical text of money and time, the
-row checks that mirror the database constraints, and the order a batch is applied in.
+row checks that mirror the database constraints, the order a batch is applied in, and how
+a row read back becomes a :class:`ProductRow`, :class:`ChangeRow` or :class:`HeldRow`.
 
 Canonical money: fixed-point text without an exponent, with the scale the value was
 given (``Decimal("0.10")`` -> ``"0.10"``, ``Decimal("1E+2")`` -> ``"100"``,
@@ -13,11 +14,13 @@ Canonical time: ISO-8601 in UTC with microseconds, ``2026-01-31T12:00:00.000000+
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Any
 
-from pricewatch.storage.base import Observation
+from pricewatch.storage.base import ChangeRow, HeldRow, Observation, ProductRow
 
 _CURRENCY = re.compile(r"[A-Z]{3}")
 
@@ -116,3 +119,58 @@ def in_rounds(batch: Sequence[Observation]) -> list[list[Observation]]:
             rounds.append([])
         rounds[k].append(obs)
     return rounds
+
+
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """How a backend's columns read back: ``amount`` turns a stored amount into the
+    canonical ``Decimal``, ``time`` a stored timestamp into an aware ``datetime``. Rows are
+    the columns of the backend's queries, in the same order for both backends."""
+
+    amount: Callable[[Any], Decimal]
+    time: Callable[[Any], datetime]
+
+    def _optional_amount(self, value: Any) -> Decimal | None:
+        return None if value is None else self.amount(value)
+
+    def product(self, r: Sequence[Any]) -> ProductRow:
+        return ProductRow(
+            url=r[0],
+            domain=r[1],
+            sku=r[2],
+            price=self.amount(r[3]),
+            currency=r[4],
+            regular_price=self._optional_amount(r[5]),
+            availability=r[6],
+            name=r[7],
+            source=r[8],
+            first_seen_at=self.time(r[9]),
+            checked_at=self.time(r[10]),
+            changed_at=self.time(r[11]),
+            raw_hash=r[12],
+            config_version=r[13],
+        )
+
+    def change(self, r: Sequence[Any]) -> ChangeRow:
+        return ChangeRow(**self._change_fields(r))
+
+    def held(self, r: Sequence[Any]) -> HeldRow:
+        return HeldRow(
+            **self._change_fields(r),
+            reason=r[8],
+            status=r[9],
+            attempt=r[10],
+            resolved_at=None if r[11] is None else self.time(r[11]),
+        )
+
+    def _change_fields(self, r: Sequence[Any]) -> dict[str, Any]:
+        return {
+            "url": r[0],
+            "sku": r[1],
+            "price": self.amount(r[2]),
+            "currency": r[3].strip(),  # PostgreSQL's char(3) of the quarantine table
+            "regular_price": self._optional_amount(r[4]),
+            "availability": r[5],
+            "observed_at": self.time(r[6]),
+            "raw_hash": r[7],
+        }

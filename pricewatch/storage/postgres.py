@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -50,7 +51,13 @@ from pricewatch.quarantine import (
     decide,
 )
 from pricewatch.storage._migrations import migrations
-from pricewatch.storage._values import in_rounds, normalise_decimal, problem, stored_decimal
+from pricewatch.storage._values import (
+    Columns,
+    in_rounds,
+    normalise_decimal,
+    problem,
+    stored_decimal,
+)
 from pricewatch.storage.base import (
     ChangeRow,
     HeldRow,
@@ -269,12 +276,6 @@ def _money_column(value: Decimal | None) -> Decimal | None:
     return None if value is None else stored_decimal(value)
 
 
-def _money_from_column(value: Decimal | None) -> Decimal | None:
-    """asyncpg decodes ``numeric`` 30000 as ``Decimal("3E+4")``: give back the canonical
-    ``Decimal("30000")``, as the SQLite store does."""
-    return None if value is None else normalise_decimal(value)
-
-
 def _records(rounds: list[list[Observation]], first: int = 0) -> list[tuple[Any, ...]]:
     return [
         (
@@ -297,23 +298,13 @@ def _records(rounds: list[list[Observation]], first: int = 0) -> list[tuple[Any,
     ]
 
 
-def _product(r: asyncpg.Record) -> ProductRow:
-    return ProductRow(
-        url=r[0],
-        domain=r[1],
-        sku=r[2],
-        price=normalise_decimal(r[3]),
-        currency=r[4],
-        regular_price=_money_from_column(r[5]),
-        availability=r[6],
-        name=r[7],
-        source=r[8],
-        first_seen_at=r[9],
-        checked_at=r[10],
-        changed_at=r[11],
-        raw_hash=r[12],
-        config_version=r[13],
-    )
+def _timestamp(value: datetime) -> datetime:
+    return value
+
+
+# asyncpg gives timestamptz as aware datetimes, and numeric as a Decimal that may carry an
+# exponent (30000 as Decimal("3E+4")): amounts come back canonical, as from SQLite.
+_COLUMNS = Columns(amount=normalise_decimal, time=_timestamp)
 
 
 class PostgresStore(Store):
@@ -622,46 +613,18 @@ class PostgresStore(Store):
         async with self.pool.acquire(timeout=self.timeout) as conn:
             async with conn.transaction(readonly=True):
                 async for r in conn.cursor(query, *args, prefetch=PREFETCH):
-                    yield _product(r)
+                    yield _COLUMNS.product(r)
 
     async def history(self, url_or_sku: str) -> list[ChangeRow]:
         rows = await self.pool.fetch(_HISTORY, url_or_sku)
-        return [
-            ChangeRow(
-                url=r[0],
-                sku=r[1],
-                price=normalise_decimal(r[2]),
-                currency=r[3],
-                regular_price=_money_from_column(r[4]),
-                availability=r[5],
-                observed_at=r[6],
-                raw_hash=r[7],
-            )
-            for r in rows
-        ]
+        return [_COLUMNS.change(r) for r in rows]
 
     async def quarantine(self, url_or_sku: str | None = None) -> list[HeldRow]:
         if url_or_sku is None:
             rows = await self.pool.fetch(_QUARANTINE_ALL)
         else:
             rows = await self.pool.fetch(_QUARANTINE_ONE, url_or_sku)
-        return [
-            HeldRow(
-                url=r[0],
-                sku=r[1],
-                price=normalise_decimal(r[2]),
-                currency=r[3].strip(),
-                regular_price=_money_from_column(r[4]),
-                availability=r[5],
-                observed_at=r[6],
-                raw_hash=r[7],
-                reason=r[8],
-                status=r[9],
-                attempt=r[10],
-                resolved_at=r[11],
-            )
-            for r in rows
-        ]
+        return [_COLUMNS.held(r) for r in rows]
 
     async def export_csv(self, write: Callable[[bytes], object], domain: str | None = None) -> int:
         """``COPY … TO STDOUT`` streamed to ``write``: constant memory for any size."""

@@ -45,7 +45,7 @@ from pricewatch.quarantine import (
     decide,
 )
 from pricewatch.storage._migrations import migrations, sqlite_statements
-from pricewatch.storage._values import iso_utc, parse_iso, problem, stored_text
+from pricewatch.storage._values import Columns, iso_utc, parse_iso, problem, stored_text
 from pricewatch.storage.base import (
     ChangeRow,
     HeldRow,
@@ -127,6 +127,10 @@ _MIGRATIONS_TABLE = (
 
 def _optional_text(value: Decimal | None) -> str | None:
     return None if value is None else stored_text(value)
+
+
+# Amounts are stored as canonical text, timestamps as ISO-8601 text.
+_COLUMNS = Columns(amount=Decimal, time=parse_iso)
 
 
 def _decimal(text: str | None) -> Decimal | None:
@@ -480,25 +484,7 @@ class SQLiteStore(Store):
             rows = self._db.execute(_LATEST, (after, PAGE))
         else:
             rows = self._db.execute(_LATEST_DOMAIN, (domain, after, PAGE))
-        return [
-            ProductRow(
-                url=r[0],
-                domain=r[1],
-                sku=r[2],
-                price=Decimal(r[3]),
-                currency=r[4],
-                regular_price=_decimal(r[5]),
-                availability=r[6],
-                name=r[7],
-                source=r[8],
-                first_seen_at=parse_iso(r[9]),
-                checked_at=parse_iso(r[10]),
-                changed_at=parse_iso(r[11]),
-                raw_hash=r[12],
-                config_version=r[13],
-            )
-            for r in rows
-        ]
+        return [_COLUMNS.product(r) for r in rows]
 
     async def history(self, url_or_sku: str) -> list[ChangeRow]:
         return await self._call(self._history_sync, url_or_sku)
@@ -511,36 +497,8 @@ class SQLiteStore(Store):
             rows = self._db.execute(_QUARANTINE_ALL)
         else:
             rows = self._db.execute(_QUARANTINE_ONE, (url_or_sku, url_or_sku))
-        return [
-            HeldRow(
-                url=r[0],
-                sku=r[1],
-                price=Decimal(r[2]),
-                currency=r[3],
-                regular_price=_decimal(r[4]),
-                availability=r[5],
-                observed_at=parse_iso(r[6]),
-                raw_hash=r[7],
-                reason=r[8],
-                status=r[9],
-                attempt=r[10],
-                resolved_at=None if r[11] is None else parse_iso(r[11]),
-            )
-            for r in rows
-        ]
+        return [_COLUMNS.held(r) for r in rows]
 
     def _history_sync(self, url_or_sku: str) -> list[ChangeRow]:
         rows = self._db.execute(_HISTORY, (url_or_sku, url_or_sku))
-        return [
-            ChangeRow(
-                url=r[0],
-                sku=r[1],
-                price=Decimal(r[2]),
-                currency=r[3],
-                regular_price=_decimal(r[4]),
-                availability=r[5],
-                observed_at=parse_iso(r[6]),
-                raw_hash=r[7],
-            )
-            for r in rows
-        ]
+        return [_COLUMNS.change(r) for r in rows]
