@@ -121,6 +121,8 @@ def test_outcomes_of_pages_that_are_not_offers(shop: SandboxProcess, tmp_path: P
     assert stats["pricewatch/outcome/ok"] == 3
     assert stats["pricewatch/outcome/skipped"] == len(disallowed)  # robots.txt
     assert stats["pricewatch/outcome/gone"] == 1
+    assert stats["pricewatch/reason/skipped/robots_txt"] == len(disallowed)
+    assert stats["pricewatch/reason/gone/http_404"] == 1
     assert stats["pricewatch/outcome/no_price"] == 1
     assert stats["pricewatch/extract/no_price/not_found"] == 1  # a listing: nothing of its own
     assert sorted(stored(tmp_path)) == sorted(good)

@@ -131,6 +131,7 @@ def test_a_name_that_resolves_to_loopback_is_refused_by_default(
     assert sum(server.hits.values()) == 0  # not even robots.txt
     assert stats["pricewatch/destination/refused/loopback"] == 1
     assert stats["pricewatch/outcome/skipped"] == 1
+    assert stats["pricewatch/reason/skipped/destination"] == 1
     assert "localhost is 127.0.0.1 (loopback)" in stats["stderr"]
 
 

@@ -200,12 +200,12 @@ class ProductSpider(Spider):
         lease: Lease = response.meta[LEASE_META]
         status = response.status
         if status in _GONE:
-            await self._complete(lease, Outcome.GONE)
+            await self.resources.end(lease, Outcome.GONE, f"http_{status}")
             return
         if status in _BLOCKED or status >= 500:
             retry_after = parse_retry_after(response.headers.get(b"Retry-After"))
             outcome = Outcome.BLOCKED if status in _BLOCKED else Outcome.ERROR
-            await self._complete(lease, outcome, retry_after)
+            await self.resources.end(lease, outcome, f"http_{status}", retry_after)
             return
         if browser.handles(response):  # XHR JSON first, else the rendered DOM
             offer = await browser.extract(response, rules=self.rules)
