@@ -10,6 +10,9 @@ SKUs observed ``--passes`` times each (the first pass inserts them), a fraction
 ``--changed`` of the re-checks with a new price. Every run starts from an empty store.
 With ``--repeat R`` each configuration runs R times and the fastest run is reported (as
 ``timeit`` does: slower runs measure the other load on the machine, not the store).
+Each backend also runs at batch 200 with the confirm-before-publish checks of a crawl
+(``QuarantineConfig`` from ``settings.py``; ``pricewatch/quarantine.py``), whose price
+changes here are all ordinary, so the row measures what the checks cost.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pricewatch.quarantine import QuarantineConfig
 from pricewatch.storage import Observation, Store, store_from_url
 
 BATCH_SIZES = (1, 50, 200, 1000)
@@ -169,14 +173,18 @@ async def main() -> None:
             await store_from_url(url).migrate()
             return await run_naive(url, small)
 
-    async def postgres(batch: int, observations: list[Observation]) -> float:
+    async def postgres(
+        batch: int, observations: list[Observation], quarantine: QuarantineConfig | None = None
+    ) -> float:
         async with ScratchDatabase(args.postgres) as url:
-            return await run_store(store_from_url(url), observations, batch)
+            return await run_store(store_from_url(url, quarantine=quarantine), observations, batch)
 
-    async def sqlite(batch: int, observations: list[Observation]) -> float:
+    async def sqlite(
+        batch: int, observations: list[Observation], quarantine: QuarantineConfig | None = None
+    ) -> float:
         with tempfile.TemporaryDirectory() as tmp:
             url = f"sqlite:///{Path(tmp) / 'bench.db'}"
-            return await run_store(store_from_url(url), observations, batch)
+            return await run_store(store_from_url(url, quarantine=quarantine), observations, batch)
 
     naive_seconds = min([await naive() for _ in range(args.repeat)])
     results.append(("postgresql", "naive, 1 INSERT/item", len(small), naive_seconds))
@@ -185,6 +193,8 @@ async def main() -> None:
             observations = small if batch == 1 else full
             seconds = min([await run(batch, observations) for _ in range(args.repeat)])
             results.append((backend, f"batch {batch}", len(observations), seconds))
+        seconds = min([await run(200, full, QuarantineConfig()) for _ in range(args.repeat)])
+        results.append((backend, "batch 200, quarantine", len(full), seconds))
 
     naive_rate = len(small) / naive_seconds
     print(

@@ -23,6 +23,11 @@ halves, each under a savepoint, down to the offending rows, which are returned a
 rejected with the constraint's name; the rest commits. Rows are checked in Python first
 (:func:`pricewatch.storage._values.problem`) so that the usual bad rows never get there.
 
+With a quarantine config (:mod:`pricewatch.quarantine`) each round first reads, in one
+query, the published offers, open holds and already-quarantined observations of its URLs,
+decides in Python (the same :func:`~pricewatch.quarantine.decide` as SQLite), records
+holds and their resolutions, and writes only what is published.
+
 Concurrency: two workers writing the same URL at the same instant could both see the old
 hash; the frontier's leases make that practically impossible, and the unique index keeps
 the history free of duplicates anyway.
@@ -186,19 +191,16 @@ SELECT s.url FROM s JOIN price_changes c
     ON c.url = s.url AND c.observed_at = s.observed_at AND c.raw_hash = s.raw_hash
 """
 
-# Quarantine (pricewatch/quarantine.py): what the decision of one round needs to know,
-# locking the products rows so that two workers never decide on one SKU at once.
-_PUBLISHED = """
-SELECT p.url, p.price, p.currency, p.last_checked_at, p.min_price,
-       q.observed_at, q.price, q.currency, q.reason, q.attempt
-FROM products p LEFT JOIN price_quarantine q ON q.url = p.url AND q.status = 'held'
-WHERE p.url = ANY($1::text[])
-FOR UPDATE OF p
-"""
-_QUARANTINED = """
-SELECT q.url, q.status FROM price_quarantine q
-JOIN unnest($1::text[], $2::timestamptz[]) AS o(url, observed_at)
-  ON q.url = o.url AND q.observed_at = o.observed_at
+# Quarantine (pricewatch/quarantine.py): what the decision of one round needs to know, in
+# one round trip: the published offer, the open hold, and whether the observation itself
+# is already in price_quarantine (a replay). Rows of SKUs not stored yet are left out.
+_DECISION_STATE = """
+SELECT o.url, p.price, p.currency, p.last_checked_at, p.min_price,
+       q.observed_at, q.price, q.currency, q.reason, q.attempt, d.status
+FROM unnest($1::text[], $2::timestamptz[]) AS o(url, observed_at)
+JOIN products p ON p.url = o.url
+LEFT JOIN price_quarantine q ON q.url = o.url AND q.status = 'held'
+LEFT JOIN price_quarantine d ON d.url = o.url AND d.observed_at = o.observed_at
 """
 _INSERT_HOLD = """
 INSERT INTO price_quarantine (url, sku, price, currency, regular_price, availability,
@@ -509,12 +511,14 @@ class PostgresStore(Store):
         return the observations to write as usual."""
         config = self.quarantine_config
         assert config is not None
-        urls = [o.url for o in observations]
-        done = {
-            r[0]: r[1]
-            for r in await conn.fetch(_QUARANTINED, urls, [o.observed_at for o in observations])
+        state = {
+            r[0]: r
+            for r in await conn.fetch(
+                _DECISION_STATE,
+                [o.url for o in observations],
+                [o.observed_at for o in observations],
+            )
         }
-        state = {r[0]: r for r in await conn.fetch(_PUBLISHED, urls)}
         publish: list[Observation] = []
         closes: list[tuple[Any, ...]] = []
         inserts: list[tuple[Any, ...]] = []
@@ -523,8 +527,8 @@ class PostgresStore(Store):
             if row is None:
                 publish.append(obs)
                 continue
-            if obs.url in done:  # a replay of an observation that was not published
-                if done[obs.url] == HELD and row[8] is not None:
+            if row[10] is not None:  # a replay of an observation that was not published
+                if row[10] == HELD and row[8] is not None:
                     part.held[obs.url] = row[8]
                 continue
             hold = None if row[5] is None else Hold(row[5], row[6], row[7].strip(), row[8], row[9])
