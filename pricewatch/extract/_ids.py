@@ -137,11 +137,11 @@ def sku_from_code_label(root: Any, region: Region) -> str | None:
 
 def sku_from_inputs(root: Any, region: Region) -> str | None:
     """The value of a hidden identifier field (the cart form's) inside ``region``."""
-    for el in root.iter("input"):
-        if (el.get("type") or "").lower() != "hidden" or region.excludes(el):
+    for el in region.controls:
+        if el.tag != "input" or (el.get("type") or "").lower() != "hidden":
             continue
         name = (el.get("name") or el.get("id") or "").lower()
-        if name in _INPUT_NAMES:
+        if name in _INPUT_NAMES and not region.excludes(el):
             code = clean_code(el.get("value"))
             if code:
                 return code

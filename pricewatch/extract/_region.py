@@ -27,6 +27,7 @@ page-level.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import lxml.etree
@@ -85,13 +86,26 @@ class Region:
     in a subtree outside it. Each ancestor is judged once (memoised), so a reader pays for
     the elements it looks at, not for the whole page."""
 
-    __slots__ = ("_keep", "_memo", "title")
+    __slots__ = ("_find_title", "_keep", "_memo", "_title", "controls")
 
-    def __init__(self, title: Any | None) -> None:
-        self.title = title  # the product's <h1>, or None
-        # The title's own ancestors hold the product: never cut out.
-        self._keep: set[Any] = set(title.iterancestors()) if title is not None else set()
+    def __init__(self, find_title: Callable[[], Any | None], controls: list[Any]) -> None:
+        # The title is looked for on first use: pages read from markup alone never pay.
+        self._find_title = find_title
+        # The page's <button> and <input> elements (document order), for the readers of
+        # buy controls and form fields; collected with the page's first pass.
+        self.controls = controls
+        self._title: Any | None = None
+        self._keep: set[Any] | None = None
         self._memo: dict[Any, bool] = {}
+
+    @property
+    def title(self) -> Any | None:
+        """The product's ``<h1>``, or None."""
+        if self._keep is None:
+            self._title = self._find_title()
+            # The title's own ancestors hold the product: never cut out.
+            self._keep = set(self._title.iterancestors()) if self._title is not None else set()
+        return self._title
 
     def excludes(self, el: Any) -> bool:
         """``el`` or one of its ancestors is page chrome or another product's block."""
@@ -106,8 +120,11 @@ class Region:
                 break
             chain.append(node)
             node = node.getparent()
+        if self._keep is None:
+            self.title  # noqa: B018 - finds the title and its ancestors
+        keep = self._keep or set()
         for node in reversed(chain):
-            if not outside and node not in self._keep and node.tag in _BLOCK_SET:
+            if not outside and node not in keep and node.tag in _BLOCK_SET:
                 outside = _is_other(node)
             memo[node] = outside
         return outside

@@ -8,8 +8,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import lxml.etree
-
 from pricewatch.extract._region import Region
 from pricewatch.extract._tree import hidden, text_of
 
@@ -255,11 +253,8 @@ _WIDGET_NAMES = re.compile(
 )
 _WIDGET_TAGS = frozenset({"select", "option", "datalist"})
 _WIDGET_DEPTH = 5
-_STOCK_NAMES = lxml.etree.XPath(
-    "//*[contains(@class, 'stock') or contains(@class, 'vailab') or contains(@class, 'Stock')"
-    " or contains(@class, 'Availab') or contains(@id, 'stock') or contains(@id, 'vailab')"
-    " or contains(@id, 'Stock') or contains(@id, 'Availab')]"
-)
+_STOCK_NAME = re.compile(r"stock|availab", re.I)
+_WORDING_LEVELS = 4  # levels above the title that still hold the product's own block
 
 
 def in_widget(el: Any) -> bool:
@@ -315,7 +310,7 @@ def _product_controls(root: Any, region: Region, links: bool = True) -> list[tup
     """The buy buttons of the product's region, with their labels; with ``links``, also
     the links named as buy controls when no enabled button was found."""
     out = []
-    for el in root.iter("button", "input"):
+    for el in region.controls:
         label = _control_label(el)
         if not label or len(label) > 40:
             continue
@@ -345,11 +340,12 @@ def enabled_buy_buttons(root: Any, region: Region) -> list[Any]:
     return [el for el, _ in _product_controls(root, region, links=False) if not _disabled(el)]
 
 
-def buy_controls(root: Any, region: Region) -> BuyControls:
+def buy_controls(root: Any, region: Region, links: bool = True) -> BuyControls:
     """The product region's buy controls (outside size selectors and "notify me"
-    widgets), and whether a disabled one says the product is sold out."""
+    widgets), and whether a disabled one says the product is sold out; ``links``: also
+    the links named as buy controls when no button is enabled."""
     controls = BuyControls()
-    for el, label in _product_controls(root, region):
+    for el, label in _product_controls(root, region, links):
         if _disabled(el):
             controls.disabled += 1
             if says_out_of_stock(label):
@@ -360,9 +356,21 @@ def buy_controls(root: Any, region: Region) -> BuyControls:
 
 
 def sold_out_wording(root: Any, region: Region) -> bool:
-    """A stock label of the product's region (an element named for stock or availability,
-    outside size selectors, "notify me" widgets and buy controls) says it is sold out."""
-    for el in _STOCK_NAMES(root)[:40]:
+    """A stock label of the product's region (an element named for stock or availability
+    in the block a few levels above the title, outside size selectors, "notify me" widgets
+    and buy controls) says it is sold out."""
+    # Near the product: the block a few levels above its title (the whole page without one).
+    scope = region.title
+    for _ in range(_WORDING_LEVELS):
+        if scope is None or scope.getparent() is None:
+            break
+        scope = scope.getparent()
+    named = (
+        el
+        for el in (scope if scope is not None else root).iter()
+        if _STOCK_NAME.search(f"{el.get('class') or ''} {el.get('id') or ''}")
+    )
+    for _, el in zip(range(40), named, strict=False):
         text = " ".join(text_of(el, 200).split())
         if not text or len(text) > 160 or not says_out_of_stock(text):
             continue

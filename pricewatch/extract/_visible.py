@@ -501,12 +501,13 @@ def _short_text(el: Any, limit: int = 120) -> str | None:
 _TITLE_NAME = re.compile(r"title|name", re.I)
 
 
-def product_title(root: Any) -> Any:
-    """The product title: among the first few ``<h1>``, one named like a title, else the
-    one with the most letters (a badge such as "15% off" can be an ``<h1>`` too)."""
+def product_title(headings: list[Any]) -> Any:
+    """The product title among the page's ``<h1>`` elements (document order): among the
+    first few, one named like a title, else the one with the most letters (a badge such as
+    "15% off" can be an ``<h1>`` too)."""
     best = None
     best_key = (False, 0)
-    for index, h1 in enumerate(root.iter("h1")):
+    for index, h1 in enumerate(headings):
         if index >= 10:
             break
         letters = sum(1 for ch in text_of(h1, 400) if ch.isalpha())

@@ -108,15 +108,24 @@ def _extract(
 
     ruled = apply_rules(rules, root, host) if rules else None
 
-    # One pass over the few tags structured data lives in, one over two attributes.
+    # One pass over the few tags structured data, the title and the buy controls live
+    # in, one over two attributes.
     scripts: list[str] = []
     metas: list[Any] = []
-    for el in root.iter("script", "meta"):
-        if el.tag == "meta":
+    headings: list[Any] = []
+    controls: list[Any] = []
+    for el in root.iter("script", "meta", "h1", "button", "input"):
+        tag = el.tag
+        if tag == "meta":
             metas.append(el)
-        elif "ld+json" in (el.get("type") or "").lower() and el.text:
-            scripts.append(el.text)
-    region = Region(product_title(root))
+        elif tag == "script":
+            if "ld+json" in (el.get("type") or "").lower() and el.text:
+                scripts.append(el.text)
+        elif tag == "h1":
+            headings.append(el)
+        else:
+            controls.append(el)
+    region = Region(lambda: product_title(headings), controls)
     scoped: list[Any] = []
     with_property: list[Any] = []
     loose: list[Any] = []
@@ -405,13 +414,16 @@ def _availability(
         # Sizes or colours marked up as separate products of one name: the product can
         # be bought when any of them can.
         availability = "InStock"
-    controls = buy_controls(root, region)
+    controls = buy_controls(root, region, links=False)  # links only when they matter
     could_be_out = not controls.enabled and (controls.disabled or availability is None)
     says_out = (
         visible.availability == "OutOfStock"
         or controls.sold_out_wording
         or (could_be_out and not visible.scanned and sold_out_wording(root, region))
     )
+    if says_out and could_be_out:
+        controls = buy_controls(root, region)
+        could_be_out = not controls.enabled and (controls.disabled or availability is None)
     if says_out and could_be_out:
         # Sold-out wording in the product's region and no way to buy it (a disabled buy
         # control; or none, when markup says nothing): what the shopper sees wins over
