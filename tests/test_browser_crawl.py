@@ -350,3 +350,64 @@ def test_pages_are_closed_on_timeouts_and_on_errors(tmp_path: Path, sandbox_fact
     )
     assert not [p for p in paths(shop, silent) if p.startswith("/api/offer/")]
     assert stored(tmp_path) == {}
+
+
+def test_js_pages_with_recommendations_store_the_products_own_price(
+    tmp_path: Path, sandbox_factory: Any
+) -> None:
+    """A JS-only shop whose pages carry a "Customers also bought" block with other
+    products' prices in the static HTML, while the product's own offer arrives by XHR a
+    moment later; no XHR pattern configured. Every stored price is the product's own; a
+    price-on-request page, whose own JSON has no valid price, ends as no_price at once
+    (no wait for a price that never comes), never with a recommendation's price."""
+    shop = sandbox_factory(
+        seed=7,
+        shops=0,
+        js_shops=1,
+        products=8,
+        js_weight="light",
+        recommendations="mixed",
+        cases=True,
+    )
+    js_host = shop.js_shops[0]["host"]
+    truth = shop.truth()
+    allowed = set(shop.urls(host=js_host))
+    ordinary = [u for u in allowed if not truth[u].get("case")]
+    on_request = [u for u in allowed if truth[u].get("expect") == "no_price"]
+    priced = [u for u in allowed if truth[u].get("case") and truth[u]["price"] is not None]
+    assert len(ordinary) >= 6 and len(on_request) == 7 and len(priced) >= 8
+    urls = sorted(ordinary + on_request + priced)
+    env = scrapy_env(tmp_path)
+    seed(env, urls)
+    stats = crawl(tmp_path, env, f"PRICEWATCH_JS_DOMAINS={js_host}")
+    assert stats["pricewatch/outcome/ok"] == len(ordinary) + len(priced)
+    assert stats["pricewatch/outcome/no_price"] == len(on_request)
+    assert stats["pricewatch/browser/offer/xhr"] == len(ordinary) + len(priced)
+    assert stats["pricewatch/browser/xhr_no_price"] == len(on_request)
+    assert "pricewatch/browser/wait_timeout" not in stats
+    rows = stored(tmp_path)
+    assert_matches_truth(rows, truth, ordinary + priced, full=False)
+    assert not set(on_request) & set(rows)
+
+
+def test_dom_wait_reads_only_the_products_region(tmp_path: Path, sandbox_factory: Any) -> None:
+    """DOM only (an empty XHR pattern list): the recommendations' prices are in the static
+    HTML from the start, the product's own price shows a moment later; the wait ends on
+    the product's price, never on theirs."""
+    shop = sandbox_factory(
+        seed=8, shops=0, js_shops=1, products=8, js_weight="light", recommendations="mixed"
+    )
+    js_host = shop.js_shops[0]["host"]
+    urls = shop.urls(host=js_host)
+    env = scrapy_env(tmp_path)
+    seed(env, urls)
+    stats = crawl(
+        tmp_path,
+        env,
+        f"PRICEWATCH_JS_DOMAINS={js_host}",
+        f'PRICEWATCH_BROWSER_XHR_PATTERNS={{"{js_host}": []}}',
+    )
+    assert stats["pricewatch/outcome/ok"] == len(urls)
+    assert stats["pricewatch/browser/offer/dom"] == len(urls)
+    assert "pricewatch/browser/wait_timeout" not in stats
+    assert_matches_truth(stored(tmp_path), shop.truth(), urls, full=False)
