@@ -389,16 +389,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--postgres", default="postgresql://root@127.0.0.1/postgres")
     parser.add_argument("--no-servers", action="store_true", help="skip Redis + PostgreSQL")
     parser.add_argument("--quick", action="store_true", help="a smoke run: tiny sizes")
-    parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--skip-latency", action="store_true", help="zero latency only")
+    parser.add_argument("--skip-zero", action="store_true", help="the latency case only")
     args = parser.parse_args(argv)
     if args.quick:
         args.pages, args.hosts, args.per_host = 60, 3, 4
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
-    runs = zero_latency(args)
+    runs = [] if args.skip_zero else zero_latency(args)
     if not args.skip_latency:
         runs.append(latency_case(args))
     bare = [r for r in runs if r.label.startswith("bare")]
-    for run in runs:
+    for run in runs if bare else []:
         if run.label.startswith("pricewatch"):
             print(
                 f"CPU {run.label}: {run.cpu_ms_per_item:.2f} ms per stored SKU vs bare "
