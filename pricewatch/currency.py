@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ __all__ = [
     "minor_units",
     "resolve_currency",
     "symbol_codes",
+    "warm_up",
 ]
 
 
@@ -157,9 +159,24 @@ def _locale(identifier: str) -> Locale | None:
 _LOCALES_HELD = 50
 
 
-@functools.cache
+_TABLE_LOCK = threading.Lock()
+
+
 def _symbol_table() -> dict[str, frozenset[str]]:
-    """Symbol key -> the currencies in use that some locale writes with it."""
+    """Symbol key -> the currencies in use that some locale writes with it (built once,
+    by whichever thread asks first; the others wait for it)."""
+    with _TABLE_LOCK:
+        return _build_symbol_table()
+
+
+def warm_up() -> None:
+    """Build the symbol table now. A crawl calls it in a worker thread as it starts, so the
+    first page with a bare currency sign does not hold the event loop for the build."""
+    _symbol_table()
+
+
+@functools.cache
+def _build_symbol_table() -> dict[str, frozenset[str]]:
     table: dict[str, set[str]] = {}
 
     def add(symbol: str | None, code: str) -> None:
