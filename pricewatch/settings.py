@@ -406,9 +406,11 @@ SPIDER_MIDDLEWARES = {
 # StatsFile writes the crawl stats as JSON to PRICEWATCH_STATS_FILE when the crawl ends.
 # StartupReport logs the frontier and store in use (passwords masked) and the politeness
 # settings, and warns when a node would use a private SQLite file by mistake.
+# Progress draws a live line (claimed, stored, no price, failed, in flight, due) on a terminal.
 EXTENSIONS = {
     "pricewatch.extensions.ReactorCheck": 0,
     "pricewatch.startup.StartupReport": 10,
+    "pricewatch.progress.Progress": 600,
     "pricewatch.extensions.StatsFile": 500,
 }
 # Where StatsFile writes the run's record (JSON: status, exit code, the one-line error,
@@ -416,3 +418,8 @@ EXTENSIONS = {
 # %(name)s, %(pid)s, %(host)s and %(time)s give overlapping runs one file each. Point your
 # monitoring at it; README "Did the run work?" lists the exit codes.
 PRICEWATCH_STATS_FILE = os.environ.get("PRICEWATCH_STATS_FILE", "")
+# The live progress line of a crawl (pricewatch/progress.py): "auto" draws it only when
+# stderr is a terminal (cron, scrapyd and pipes stay quiet), "on" always, "off" never.
+PRICEWATCH_PROGRESS = "auto"
+# Seconds between two redraws of the progress line.
+PRICEWATCH_PROGRESS_INTERVAL = 1.0
