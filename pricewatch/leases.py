@@ -47,6 +47,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+leases_completed = object()
+"""Signal sent once per :meth:`CrawlResources.complete` call, with ``completions`` (a
+sequence of :class:`~pricewatch.frontier.Completion`): per-domain outcomes for metrics."""
+
 CLOSE_TIMEOUT = 10.0
 
 
@@ -136,6 +140,7 @@ class CrawlResources:
         assert stats is not None
         for completion in completions:
             stats.inc_value(f"pricewatch/outcome/{completion.outcome.value}")
+        self.crawler.signals.send_catch_log(leases_completed, completions=completions)
         try:
             frontier = await self.frontier()
             await frontier.complete(completions)

@@ -411,6 +411,7 @@ EXTENSIONS = {
     "pricewatch.extensions.ReactorCheck": 0,
     "pricewatch.startup.StartupReport": 10,
     "pricewatch.progress.Progress": 600,
+    "pricewatch.metrics.Metrics": 700,
     "pricewatch.extensions.StatsFile": 500,
 }
 # Where StatsFile writes the run's record (JSON: status, exit code, the one-line error,
@@ -423,3 +424,12 @@ PRICEWATCH_STATS_FILE = os.environ.get("PRICEWATCH_STATS_FILE", "")
 PRICEWATCH_PROGRESS = "auto"
 # Seconds between two redraws of the progress line.
 PRICEWATCH_PROGRESS_INTERVAL = 1.0
+# Prometheus metrics of each crawl process (pricewatch/metrics.py): per-domain outcome
+# counters, breaker state, the frontier's entries per domain and state, the wait until the
+# next due entry. Off by default. HOST is loopback by default (the page names the shops);
+# PORT is a port or a range ("9410-9417"): each process of a node takes the first free one.
+# INTERVAL: seconds between two refreshes of the frontier gauges.
+PRICEWATCH_METRICS_ENABLED = False
+PRICEWATCH_METRICS_HOST = "127.0.0.1"
+PRICEWATCH_METRICS_PORT = "9410-9417"
+PRICEWATCH_METRICS_INTERVAL = 15.0
