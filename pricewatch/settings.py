@@ -194,9 +194,10 @@ PRICEWATCH_BROWSER_ROUTES_REFRESH = 60.0
 # Seconds a browser page may take, after it loaded, to produce a price (an XHR/fetch JSON
 # offer or a filled price node) before it ends as `no_price`. Raise for slow shops.
 PRICEWATCH_BROWSER_WAIT_TIMEOUT = 10.0
-# Seconds between two readings of a rendered page while waiting for the product's own price
-# (its XHR JSON, or a price inside the product's region). Lower finds prices sooner at the
-# cost of more page reads (each one a DOM serialisation and an extraction).
+# While waiting for the product's own price (its XHR JSON, or a price inside the product's
+# region), a rendered page is read again when its DOM changes, at most once per this many
+# seconds. Lower finds prices sooner on busy pages at the cost of more page reads (each one
+# a DOM serialisation and an extraction).
 PRICEWATCH_BROWSER_POLL_INTERVAL = 0.2
 # Per host, the CSS selector of a node that must show a digit before the rendered page is
 # read, e.g. {"shop.example": "#price"}; other hosts: none. Set one for a shop whose page

@@ -11,11 +11,12 @@ the learned routes when the spider opens). The ``products`` spider asks it to:
 - ``extract(response)``: the offer of a browser page: from the captured XHR/fetch JSON
   that names the page's own product (by SKU, name or URL, see
   :mod:`pricewatch.browser._identity`), else from the rendered DOM once a price shows
-  inside the product's region: the rendered page is read every
-  ``PRICEWATCH_BROWSER_POLL_INTERVAL`` by :func:`pricewatch.extract.extract_offer`, as a
-  static page is, so a price outside the product's region (a recommendations carousel in
-  the static HTML) is never taken, however early it shows (explicit wait, bounded by
-  ``PRICEWATCH_BROWSER_WAIT_TIMEOUT``); a retry that finds a price teaches the domain;
+  inside the product's region: the rendered page is read by
+  :func:`pricewatch.extract.extract_offer`, as a static page is, again each time its DOM
+  changes (at most every ``PRICEWATCH_BROWSER_POLL_INTERVAL``), so a price outside the
+  product's region (a recommendations carousel in the static HTML) is never taken, however
+  early it shows (explicit wait, bounded by ``PRICEWATCH_BROWSER_WAIT_TIMEOUT``); a retry
+  that finds a price teaches the domain;
 - ``release(meta)``: close the page (on success and on error) and recycle contexts.
 
 Settings (defaults and when to change them: ``pricewatch/settings.py``):
@@ -27,7 +28,8 @@ Settings (defaults and when to change them: ``pricewatch/settings.py``):
 - ``PRICEWATCH_BROWSER_ROUTES_REFRESH``: how often learned routes are reloaded
   from the frontier backend (routes learned by other workers).
 - ``PRICEWATCH_BROWSER_WAIT_TIMEOUT``: wait for the XHR or the product's price.
-- ``PRICEWATCH_BROWSER_POLL_INTERVAL``: how often the rendered page is read while waiting.
+- ``PRICEWATCH_BROWSER_POLL_INTERVAL``: the shortest time between two readings of a
+  rendered page while waiting (it is read again when its DOM changes).
 - ``PRICEWATCH_BROWSER_PRICE_SELECTORS``: host -> CSS selector of a node that must show a
   digit before the rendered page is read (none: no such node).
 - ``PRICEWATCH_BROWSER_XHR_PATTERNS``: host -> regular expressions of the URLs whose
@@ -76,6 +78,17 @@ logger = logging.getLogger(__name__)
 # True once a node matching the selector shows a digit (text or content attribute).
 _PRICE_SHOWN_JS = """(selector) => Array.from(document.querySelectorAll(selector)).some(
   (e) => /\\d/.test(e.getAttribute("content") || e.textContent || ""))"""
+# Counts the DOM's mutations from the first call on (a MutationObserver), so the wait for
+# the product's price reads the page again only after it changed.
+_MUTATIONS_JS = """() => {
+  if (window.__pricewatchMutations === undefined) {
+    window.__pricewatchMutations = 0;
+    new MutationObserver(() => { window.__pricewatchMutations += 1; }).observe(
+      document, {subtree: true, childList: true, characterData: true, attributes: true});
+  }
+  return window.__pricewatchMutations;
+}"""
+_CHANGED_JS = "(seen) => window.__pricewatchMutations !== seen"
 WAIT_UNTIL = ("commit", "domcontentloaded", "load", "networkidle")
 CLOSE_TIMEOUT = 10.0
 
@@ -374,7 +387,9 @@ class BrowserRouter:
         deadline = loop.time() + self.wait_timeout
         offer: Offer | None = None
         while True:
+            read_at = loop.time()
             try:
+                version = await page.evaluate(_MUTATIONS_JS)
                 body = await page.content()
                 shown = selector is None or await page.evaluate(_PRICE_SHOWN_JS, selector)
             except Exception as exc:  # the page crashed or closed
@@ -394,10 +409,16 @@ class BrowserRouter:
                         if (found := capture.offer_for(identity)) is not None:
                             offer = found
                     return self._counted(offer, capture, identity)
-            left = deadline - loop.time()
-            if left <= 0:
+            if deadline - loop.time() <= 0:
                 break
-            await self._next_event(capture, min(self.poll_interval, left))
+            # Read again when the page changes or a JSON offer arrives, at most every
+            # poll interval: no reading (nor extraction) while the page is still.
+            await self._next_event(page, version, capture, deadline - loop.time())
+            pause = read_at + self.poll_interval - loop.time()
+            if pause > 0:
+                await asyncio.sleep(min(pause, max(deadline - loop.time(), 0)))
+            if deadline - loop.time() <= 0 and not await self._changed(page, version):
+                break
         self._stats.inc_value("pricewatch/browser/wait_timeout")
         logger.info("%s: no price of the product within %.1fs", response.url, self.wait_timeout)
         return self._counted(offer, capture, identity)
@@ -417,13 +438,31 @@ class BrowserRouter:
         return extract_offer(body, url, domain_currency=self.domain_currency, rules=rules)
 
     @staticmethod
-    async def _next_event(capture: XhrCapture | None, seconds: float) -> None:
-        """Sleep ``seconds``, or less if a JSON offer arrives meanwhile."""
-        if capture is None or not capture.enabled:
-            await asyncio.sleep(seconds)
-            return
-        with suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(capture.found(), seconds)
+    async def _next_event(
+        page: Any, version: int, capture: XhrCapture | None, seconds: float
+    ) -> None:
+        """Wait until the page's DOM changes after ``version``, a JSON offer arrives, or
+        ``seconds`` pass, whichever comes first."""
+        waits = [
+            asyncio.ensure_future(
+                page.wait_for_function(_CHANGED_JS, arg=version, timeout=seconds * 1000)
+            )
+        ]
+        if capture is not None and capture.enabled:
+            waits.append(asyncio.ensure_future(capture.found()))
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for future in waits:
+                future.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+
+    @staticmethod
+    async def _changed(page: Any, version: int) -> bool:
+        try:
+            return bool(await page.evaluate(_CHANGED_JS, version))
+        except Exception:  # the page crashed or closed
+            return False
 
     def _counted(
         self, offer: Offer | None, capture: XhrCapture | None, identity: PageIdentity
