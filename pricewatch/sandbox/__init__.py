@@ -8,9 +8,10 @@ six markups (JSON-LD, JSON-LD ``@graph``, ``AggregateOffer``, microdata, OpenGra
 price only beside a struck-through list price). JS-only shops fill their prices from
 ``/api/offer/{sku}`` after load and list products through ``/api/list?cursor=``.
 
-Trust cases (``pricewatch.sandbox._trust``, opt-in): ``recommendations="mixed"``
-(``--recommendations mixed``) gives every product page a "Customers also bought" block with
-other products' prices in microdata, JSON-LD, carousels (JS-only pages too); ``cases=True``
+Trust cases (``pricewatch.sandbox._trust``): every product page has a "Customers also
+bought" block with other products' prices in microdata, JSON-LD, carousels (JS-only pages
+too; ``recommendations="plain"``, ``--recommendations plain``: visible-price cards on HTML
+shops only); opt-in, ``cases=True``
 (``--cases``) appends price-on-request, net/gross, sale, sold-out size, sold-out and
 one-fetch ×10 glitch products to every shop; ``currencies=["KWD", ...]`` (``--currencies``)
 sets the shops' currencies, three-decimal ``KWD``/``OMR`` among them.

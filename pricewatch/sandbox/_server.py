@@ -100,7 +100,7 @@ class Sandbox:
         js_delay: float = 0.3,
         js_weight: str = "real",
         asset_latency: str | tuple[float, float] | None = "auto",
-        recommendations: str = "plain",
+        recommendations: str = "mixed",
         cases: bool = False,
         currencies: Iterable[str] = (),
     ) -> None:

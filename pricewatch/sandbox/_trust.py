@@ -2,14 +2,15 @@
 
 Two parts, both deterministic from the seed:
 
-Recommendations (``recommendations="mixed"``): every product page carries a "Customers
-also bought" carousel with other products' prices, in one of four styles chosen per
-product (:data:`REC_STYLES`): plain visible prices (``cards``), cards that are each a
-microdata ``Product`` with its own ``Offer`` (``microdata``), a JSON-LD ``ItemList`` of
-``Product``\\s with offers beside plain cards (``jsonld``), and a swiper carousel plus a
-"Recently viewed" aside (``recent``). On JS-only shops the carousel (with prices) is in the
-static HTML, while the product's own price arrives by XHR. ``plain`` keeps the pages as they
-were: visible-price cards on HTML shops, no prices on JS-only ones.
+Recommendations (``recommendations="mixed"``, the default): every product page carries a
+"Customers also bought" carousel with other products' prices, as real shops do, in one of
+four styles chosen per product (:data:`REC_STYLES`): plain visible prices (``cards``),
+cards that are each a microdata ``Product`` with its own ``Offer`` (``microdata``), a
+JSON-LD ``ItemList`` of ``Product``\\s with offers beside plain cards (``jsonld``), and a
+swiper carousel plus a "Recently viewed" aside (``recent``). On JS-only shops the carousel
+(with prices) is in the static HTML, while the product's own price arrives by XHR.
+``plain`` (``--recommendations plain``) gives the pages the sandbox served before:
+visible-price cards on HTML shops, no prices on JS-only ones.
 
 Cases (``cases=True``, ``--cases``): :data:`CASES` products appended to every shop's
 catalogue (after its ordinary products, which stay as they are):

@@ -82,10 +82,10 @@ def add_arguments(parser: argparse._ActionsContainer) -> None:
     parser.add_argument(
         "--recommendations",
         choices=("plain", "mixed"),
-        default="plain",
+        default="mixed",
         help='"Customers also bought" blocks: plain (visible prices on HTML shops, none on '
         "JS-only ones) or mixed (microdata and JSON-LD products, carousels, recently viewed; "
-        "prices in JS-only pages' static HTML too) (default: plain)",
+        "prices in JS-only pages' static HTML too) (default: mixed)",
     )
     parser.add_argument(
         "--cases",
