@@ -226,3 +226,80 @@ async def test_a_held_change_is_due_again_after_the_confirm_delay(
     assert held_entry.due_at - before == pytest.approx(30, abs=2)  # below MIN_INTERVAL
     assert plain_entry.due_at - before >= 300
     assert held_entry.checks == plain_entry.checks == 1
+
+
+async def test_migration_backfills_the_lowest_published_price(store_url: str) -> None:
+    """A store written before the quarantine existed (migration 1 only): migration 2 takes
+    each SKU's lowest published price in its current currency from the history, so the
+    new_minimum rule holds from the first write after the upgrade."""
+    from pricewatch.storage._migrations import migrations
+
+    backend = "sqlite" if store_url.startswith("sqlite") else "postgresql"
+    first = migrations(backend)[0]
+    history = [("80.00", "EUR", at(0)), ("60.00", "USD", at(1)), ("100.00", "EUR", at(2))]
+    if store_url.startswith("sqlite"):
+        import sqlite3
+
+        from pricewatch._urls import sqlite_path
+        from pricewatch.storage._migrations import sqlite_statements
+
+        db = sqlite3.connect(sqlite_path(store_url), isolation_level=None)
+        try:
+            db.execute(
+                "CREATE TABLE store_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+                " applied_at TEXT NOT NULL)"
+            )
+            for statement in sqlite_statements(first.sql):
+                db.execute(statement)
+            db.execute("INSERT INTO store_migrations VALUES (1, ?, 'then')", (first.name,))
+            for price, currency, when in history:
+                db.execute(
+                    "INSERT INTO price_changes (url, price, currency, raw_hash, observed_at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (URL, price, currency, price + currency, when.isoformat()),
+                )
+            db.execute(
+                "INSERT INTO products (url, domain, price, currency, raw_hash, first_seen_at,"
+                " last_checked_at, last_changed_at) VALUES (?, 'shop.test', '100.00', 'EUR',"
+                " '100.00EUR', ?, ?, ?)",
+                (URL, at(0).isoformat(), at(2).isoformat(), at(2).isoformat()),
+            )
+        finally:
+            db.close()
+    else:
+        import asyncpg
+
+        conn = await asyncpg.connect(store_url)
+        try:
+            await conn.execute(
+                "CREATE TABLE store_migrations (version integer PRIMARY KEY, name text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            await conn.execute(first.sql)
+            await conn.execute(
+                "INSERT INTO store_migrations (version, name) VALUES (1, $1)", first.name
+            )
+            for price, currency, when in history:
+                await conn.execute(
+                    "INSERT INTO price_changes (url, price, currency, raw_hash, observed_at)"
+                    " VALUES ($1, $2::numeric, $3, $4, $5)",
+                    URL,
+                    price,
+                    currency,
+                    price + currency,
+                    when,
+                )
+            await conn.execute(
+                "INSERT INTO products (url, domain, price, currency, raw_hash, first_seen_at,"
+                " last_checked_at, last_changed_at) VALUES ($1, 'shop.test', 100.00, 'EUR',"
+                " '100.00EUR', $2, $3, $3)",
+                URL,
+                at(0),
+                at(2),
+            )
+        finally:
+            await conn.close()
+    async with store_from_url(store_url, quarantine=CONFIG) as store:
+        # 39 is within /3 of 100 but under 0.5 x the lowest EUR price, 80 (not USD's 60).
+        assert (await store.write([obs(price="39.00", at=at(3))])).held == {URL: "new_minimum"}
+        assert (await store.write([obs(price="41.00", at=at(4))])).changed == {URL}
