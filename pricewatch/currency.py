@@ -25,23 +25,25 @@ host's country (its ccTLD), the currency of the page's language region
 how the page's language writes the symbol (CLDR ``en``: ``¥`` is JPY, ``zh``: CNY). When
 none of them decides, the answer is no currency, never a guess.
 
-Cost: the code list and minor units are read at import (~20 ms, babel's global data); the
-symbol table loads ~500 CLDR locales once, on first use (~0.4 s per process), holding at
-most 50 of them at a time (babel would keep them all: ~130 MB more in every crawl process),
-and every look-up after that is a dict access.
+Cost: the code list and minor units are read at import (~20 ms, babel's global data). The
+symbol table is generated from CLDR ahead of time (:mod:`pricewatch._currency_table`, a
+second of CPU over ~500 locales) and read from ``currency_symbols.json`` on first use
+(a few ms); every look-up after that is a dict access.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
 import threading
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
+from importlib import resources
 
-from babel import Locale, UnknownLocaleError, localedata
+from babel import Locale, UnknownLocaleError
 from babel.core import get_global
 from babel.numbers import get_currency_precision
 
@@ -55,7 +57,6 @@ __all__ = [
     "minor_units",
     "resolve_currency",
     "symbol_codes",
-    "warm_up",
 ]
 
 
@@ -155,74 +156,26 @@ def _locale(identifier: str) -> Locale | None:
         return None
 
 
-# Locales whose data babel may hold at once while the symbol table is built.
-_LOCALES_HELD = 50
-
-
+_TABLE_FILE = "currency_symbols.json"
 _TABLE_LOCK = threading.Lock()
 
 
-def _symbol_table() -> dict[str, frozenset[str]]:
-    """Symbol key -> the currencies in use that some locale writes with it (built once,
-    by whichever thread asks first; the others wait for it)."""
-    with _TABLE_LOCK:
-        return _build_symbol_table()
-
-
-def warm_up() -> None:
-    """Build the symbol table now. A crawl calls it in a worker thread as it starts, so the
-    first page with a bare currency sign does not hold the event loop for the build."""
-    _symbol_table()
-
-
 @functools.cache
-def _build_symbol_table() -> dict[str, frozenset[str]]:
-    table: dict[str, set[str]] = {}
+def _load_symbol_table() -> dict[str, frozenset[str]]:
+    data = json.loads(resources.files(__package__).joinpath(_TABLE_FILE).read_bytes())
+    table = {}
+    for key, codes in data["symbols"].items():
+        in_use = frozenset(codes) & ISO_CODES  # a currency withdrawn since the file was made
+        if in_use:
+            table[key] = in_use
+    return table
 
-    def add(symbol: str | None, code: str) -> None:
-        if symbol and code in ISO_CODES:
-            key = _key(symbol)
-            if key and not key.isdigit():
-                table.setdefault(key, set()).add(code)
-                # "US $" for "US$": looked up when the exact spelling is unknown.
-                spaceless.setdefault(_spaceless(key), set()).add(code)
 
-    spaceless: dict[str, set[str]] = {}
-
-    available = set(localedata.locale_identifiers())
-    languages = get_global("territory_languages")
-    loaded = 0
-    for territory, codes in _territory_currencies().items():
-        for language, info in languages.get(territory, {}).items():
-            identifier = f"{language}_{territory}"
-            if not info.get("official_status") or identifier not in available:
-                continue
-            locale = _locale(identifier)
-            if locale is None:
-                continue
-            for code in codes:
-                add(locale.currency_symbols.get(code), code)
-                add(locale.currencies.get(code), code)
-                for name in locale._data["currency_names_plural"].get(code, {}).values():
-                    add(name, code)
-            del locale
-            loaded += 1
-            if loaded % _LOCALES_HELD == 0:
-                # babel keeps every locale it loaded, each merged with its parents (~250 KB):
-                # all of them would stay in every crawl process, ~130 MB.
-                localedata.clear_caches()
-    localedata.clear_caches()
-    english = _locale("en")
-    assert english is not None
-    for code in ISO_CODES:
-        add(code, code)
-        add(english.currency_symbols.get(code), code)
-    for symbol, shop_codes in _SHOP_SYMBOLS.items():
-        for code in shop_codes:
-            add(symbol, code)
-    out = {"~" + key: frozenset(codes) for key, codes in spaceless.items()}
-    out.update((key, frozenset(codes)) for key, codes in table.items())
-    return out
+def _symbol_table() -> dict[str, frozenset[str]]:
+    """Symbol key -> the currencies in use that some locale writes with it, read once from
+    the table generated from CLDR (``python -m pricewatch._currency_table``)."""
+    with _TABLE_LOCK:
+        return _load_symbol_table()
 
 
 @functools.cache

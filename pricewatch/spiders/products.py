@@ -34,7 +34,6 @@ from twisted.python.failure import Failure
 
 from pricewatch._http import parse_retry_after
 from pricewatch.browser import BrowserRouter
-from pricewatch.currency import warm_up
 from pricewatch.exceptions import (
     Blocked,
     DestinationRefused,
@@ -109,12 +108,8 @@ class ProductSpider(Spider):
     domain_currency: dict[str, str]
     rules: Rules | None
     resources: CrawlResources
-    _warming: asyncio.Task[None]
 
     async def start(self) -> AsyncIterator[Any]:
-        # The currency tables take ~1 s of CPU to build: in a worker thread from now, not on
-        # the event loop at the first page that needs them.
-        self._warming = asyncio.get_running_loop().create_task(asyncio.to_thread(warm_up))
         frontier = await self.resources.frontier()
         reaped = await frontier.reap()
         if reaped:
