@@ -6,6 +6,9 @@
   (:mod:`pricewatch.quarantine`): ``held (reason)`` waiting for a confirming fetch,
   ``confirmed (reason)`` published by the fetch that confirmed it, ``rejected (reason)``
   never published.
+- ``scrapy prices --history URL_OR_SKU --csv``: the same rows as CSV with a header
+  (``observed_at, price, currency, regular_price, availability, status, reason, url``),
+  times ISO-8601 UTC, prices the decimal text as stored.
 - ``scrapy prices --csv [--domain D]``: the latest offers as CSV with a header on standard
   output (``url, domain, sku, name, price, currency, regular_price, availability,
   first_seen_at, checked_at, changed_at``), streamed in constant memory (``COPY TO STDOUT``
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import csv
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -27,10 +31,11 @@ from decimal import Decimal
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from pricewatch._text import visible
+from pricewatch._text import csv_cell, visible
 from pricewatch._urls import scheme, sqlite_path
 from pricewatch.storage import Store, StoreUnavailable, store_from_settings
-from pricewatch.storage._values import canonical_decimal
+from pricewatch.storage._values import canonical_decimal, iso_utc
+from pricewatch.storage.base import HeldRow
 
 EXIT_UNAVAILABLE = 1
 EXIT_NOT_FOUND = 3
@@ -55,6 +60,16 @@ HISTORY_HEADER = (
     "url",
 )
 NUMERIC = {"price", "regular"}
+HISTORY_CSV_COLUMNS = (
+    "observed_at",
+    "price",
+    "currency",
+    "regular_price",
+    "availability",
+    "status",
+    "reason",
+    "url",
+)
 
 
 def _money_cell(value: Decimal | None) -> str:
@@ -99,7 +114,9 @@ class Command(ScrapyCommand):
             "--history", metavar="URL_OR_SKU", help="the price changes of one SKU, oldest first"
         )
         parser.add_argument(
-            "--csv", action="store_true", help="the latest offers as CSV on standard output"
+            "--csv",
+            action="store_true",
+            help="as CSV on standard output (the latest offers, or with --history the changes)",
         )
         parser.add_argument(
             "--store", metavar="URL", help="store URL (default: PRICEWATCH_STORE_URL)"
@@ -108,8 +125,8 @@ class Command(ScrapyCommand):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if args:
             raise UsageError("scrapy prices takes no positional arguments")
-        if opts.history and (opts.csv or opts.domain):
-            raise UsageError("--history cannot be combined with --csv or --domain")
+        if opts.history and opts.domain:
+            raise UsageError("--history cannot be combined with --domain")
         assert self.settings is not None
         try:
             store = store_from_settings(self.settings, url=opts.store)
@@ -126,7 +143,7 @@ class Command(ScrapyCommand):
     async def _run(self, store: Store, opts: argparse.Namespace) -> int:
         async with store:
             if opts.history:
-                return await self._history(store, opts.history)
+                return await self._history(store, opts.history, as_csv=opts.csv)
             if opts.csv:
                 out = sys.stdout.buffer
                 await store.export_csv(out.write, domain=opts.domain)
@@ -150,7 +167,7 @@ class Command(ScrapyCommand):
         return 0
 
     @staticmethod
-    async def _history(store: Store, url_or_sku: str) -> int:
+    async def _history(store: Store, url_or_sku: str, as_csv: bool = False) -> int:
         changes = await store.history(url_or_sku)
         quarantined = await store.quarantine(url_or_sku)
         if not changes and not quarantined:
@@ -161,6 +178,26 @@ class Command(ScrapyCommand):
             + [(h, f"{h.status} ({h.reason})") for h in quarantined],
             key=lambda pair: (pair[0].observed_at, pair[0].url),
         )
+        if as_csv:
+            writer = csv.writer(sys.stdout, lineterminator="\n")
+            writer.writerow(HISTORY_CSV_COLUMNS)
+            for c, _ in timeline:
+                status, reason = (
+                    (c.status, c.reason) if isinstance(c, HeldRow) else ("published", "")
+                )
+                writer.writerow(
+                    (
+                        iso_utc(c.observed_at),
+                        canonical_decimal(c.price),
+                        c.currency,
+                        _money_cell(c.regular_price),
+                        csv_cell(c.availability),
+                        status,
+                        reason,
+                        csv_cell(c.url),
+                    )
+                )
+            return 0
         rows = [
             (
                 _when(c.observed_at),
