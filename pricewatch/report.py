@@ -58,10 +58,15 @@ class RunSummary:
     outcomes: dict[str, int]
     breaker_opened: int
     responses_429: int
+    responses: int
 
     @property
     def fetched(self) -> int:
         return sum(n for name, n in self.outcomes.items() if name != "skipped")
+
+    @property
+    def rate_429(self) -> float | None:
+        return self.responses_429 / self.responses if self.responses else None
 
     @property
     def no_price_rate(self) -> float | None:
@@ -116,6 +121,7 @@ def read_runs(paths: Iterable[Path]) -> tuple[list[RunSummary], list[str]]:
                 outcomes=outcome_counts(record),
                 breaker_opened=int(record.get("pricewatch/breaker/opened", 0) or 0),
                 responses_429=int(record.get("downloader/response_status_count/429", 0) or 0),
+                responses=int(record.get("downloader/response_count", 0) or 0),
             )
         )
     runs.sort(key=lambda r: r.start_time, reverse=True)
@@ -330,7 +336,9 @@ def _domain_health(data: ReportData) -> str:
         "record counts every domain of the run together (it holds no per-domain counts): "
         "outcomes of each fetch, circuit-breaker openings (<code>pricewatch/breaker/opened"
         "</code>), HTTP 429 responses (<code>downloader/response_status_count/429</code>); "
-        "the no-price rate is no_price over fetched pages (skipped ones are not fetched). "
+        "the 429 rate is over every HTTP response (<code>downloader/response_count</code>, "
+        "retries included); the no-price rate is no_price over fetched pages (skipped ones "
+        "are not fetched). "
         f"{_e(data.runs_note)}</p>"
     )
     if data.runs:
@@ -338,14 +346,14 @@ def _domain_health(data: ReportData) -> str:
         parts.append(
             _table(
                 ("started", "host", "pid", "status", *names, "breaker openings", "429",
-                 "no-price rate"),
+                 "429 rate", "no-price rate"),
                 (
                     (_e(r.start_time), _e(r.host), _e(r.pid), _e(r.status),
                      *(str(r.outcomes.get(n, 0)) for n in names), str(r.breaker_opened),
-                     str(r.responses_429), _pct(r.no_price_rate))
+                     str(r.responses_429), _pct(r.rate_429), _pct(r.no_price_rate))
                     for r in data.runs
                 ),
-                numeric=set(range(4, 4 + len(names) + 3)),
+                numeric=set(range(4, 4 + len(names) + 4)),
             )
         )  # fmt: skip
     return "\n".join(parts)

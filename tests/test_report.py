@@ -8,6 +8,8 @@ import csv
 import io
 import json
 import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -17,7 +19,7 @@ import pytest
 from pricewatch.browser.discovery import chromium_args
 from pricewatch.quarantine import QuarantineConfig
 from pricewatch.storage import Observation, store_from_url
-from tests.test_store_commands import fill, scrapy
+from tests.test_store_commands import PROJECT, fill, scrapy
 
 SYSTEM_CHROMIUM = "/usr/lib/chromium/chromium"
 needs_chromium = pytest.mark.skipif(
@@ -66,6 +68,7 @@ def write_runs(directory: Path) -> None:
         "pricewatch/outcome/skipped": 5,
         "pricewatch/breaker/opened": 1,
         "downloader/response_status_count/429": 3,
+        "downloader/response_count": 12,
         "status": "finished",
         "start_time": "2026-03-01T12:00:00+00:00",
         "host": "node-1",
@@ -107,7 +110,36 @@ def test_report_reads_both_backends(store_url: str, tmp_path: Path) -> None:
     shop1 = health.split("<td>shop1.test</td>")[1].split("</tr>")[0]
     assert "<td>1 / 0 / 0</td>" in shop1  # SKU-3's change held
     assert "1 run records read" in health and "products-2.json" in health
-    assert "15.4 %" in health  # no_price: 2 of 13 fetched (skipped ones are not fetched)
+    run = health.split("<td>node-1</td>")[1].split("</tr>")[0]
+    cells = [c.split(">", 1)[1] for c in run.split("</td>")[:-1]]
+    # pid, status, ok, no_price, blocked, gone, error, skipped, breaker, 429, 429 rate, no-price
+    assert cells == ["4242", "finished", "8", "2", "3", "0", "0", "5", "1", "3", "25.0 %", "15.4 %"]
+    assert "<h3>Frontier</h3>\n<p class=\"note\">Not read: no frontier at" in health
+
+
+def test_report_shows_the_frontier(
+    sqlite_url: str, sqlite_frontier_url: str, tmp_path: Path
+) -> None:
+    from pricewatch.frontier import frontier_from_url
+    from pricewatch.frontier.base import Entry
+
+    async def seed() -> None:
+        async with frontier_from_url(sqlite_frontier_url) as frontier:
+            await frontier.add([Entry(f"https://shop0.test/p/{i}") for i in range(3)])
+
+    asyncio.run(fill_catalogue(sqlite_url))
+    asyncio.run(seed())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRICEWATCH_")}
+    env.update(PRICEWATCH_STORE_URL=sqlite_url, PRICEWATCH_FRONTIER_URL=sqlite_frontier_url)
+    out = tmp_path / "r.html"
+    result = subprocess.run(
+        [sys.executable, "-m", "scrapy", "report", "--out", str(out)],
+        cwd=PROJECT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    frontier = out.read_text(encoding="utf-8").split("<h3>Frontier</h3>")[1].split("<h3>")[0]
+    row = frontier.split("<td>shop0.test</td>")[1].split("</tr>")[0]
+    assert [c.split(">", 1)[1] for c in row.split("</td>")[:-1]] == ["3", "0", "0", "0", "0"]
 
 
 @needs_chromium
