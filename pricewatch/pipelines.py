@@ -26,6 +26,8 @@ Defaults of the settings below, and when to change them: ``pricewatch/settings.p
   ``PRICEWATCH_QUARANTINE_CONFIRM_DELAY``, so the frontier fetches the SKU again soon.
   Stats ``pricewatch/quarantine/held`` (and ``.../held/<reason>``),
   ``pricewatch/quarantine/confirmed``, ``pricewatch/quarantine/rejected``.
+- ``PRICEWATCH_ALERT_*`` (see :mod:`pricewatch.alerts`): after each commit, the changes
+  the batch inserted are matched against the alert rules and delivered in the background.
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from scrapy.exceptions import DropItem
+from scrapy.exceptions import DropItem, NotConfigured
 
+from pricewatch.alerts import Alerter
 from pricewatch.frontier import Completion, FrontierUnavailable
 from pricewatch.items import ObservationItem, OfferItem
 from pricewatch.leases import CrawlResources
@@ -219,6 +222,11 @@ class StorePipeline:
                 f"({self.batch_size}), got {self.max_buffer}"
             )
         self.store: Store = store_from_settings(settings)
+        self.alerts: Alerter | None
+        try:
+            self.alerts = Alerter.from_crawler(crawler)
+        except NotConfigured:
+            self.alerts = None
         self._buffer: list[ObservationItem] = []
         self._write_lock = asyncio.Lock()
         self._room = asyncio.Event()
@@ -271,7 +279,11 @@ class StorePipeline:
                 len(self._buffer),
             )
         finally:
-            await asyncio.wait_for(self.store.close(), 10)
+            try:
+                if self.alerts is not None:
+                    await self.alerts.close()
+            finally:
+                await asyncio.wait_for(self.store.close(), 10)
 
     @property
     def _stats(self) -> StatsCollector:
@@ -353,6 +365,8 @@ class StorePipeline:
         self._stats.inc_value("pricewatch/store/batches")
         self._stats.inc_value("pricewatch/store/rows_written", result.written)
         self._stats.inc_value("pricewatch/store/changes", len(result.changed))
+        if self.alerts is not None:  # committed: alert what this batch published
+            self.alerts.submit(result.published)
         await self.resources.complete(completions)
 
     def _give_up(self, exc: BaseException) -> None:

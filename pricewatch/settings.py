@@ -366,6 +366,25 @@ PRICEWATCH_QUARANTINE_CONFIRM_DELAY = 300.0
 # and the SKU returns to its normal schedule.
 PRICEWATCH_QUARANTINE_MAX_CONFIRMATIONS = 2
 
+# Alerts on published price changes (pricewatch/alerts.py), sent through Apprise. URLS: the
+# Apprise URLs of the channels (mailto://..., slack://..., json://host/path, ...), a list or
+# a comma-separated string; empty (the default) turns alerts off. They carry secrets: set
+# them in the environment, not in a committed file; logs show them masked.
+PRICEWATCH_ALERT_URLS = os.environ.get("PRICEWATCH_ALERT_URLS", "")
+# A change whose price fell (rose) by at least this many percent of the previous price, in
+# the same currency, alerts. Empty turns the rule off. Lower it to hear of small moves.
+PRICEWATCH_ALERT_DROP_PERCENT = "10"
+PRICEWATCH_ALERT_RISE_PERCENT = "10"
+# Target prices, {"SKU or product URL": "19.99"}: a change that reaches the target or
+# crosses below it (from above it, or from another currency) alerts.
+PRICEWATCH_ALERT_TARGET_PRICES: dict[str, str] = {}
+# Alert when a SKU goes from OutOfStock to InStock / from anything else to OutOfStock.
+PRICEWATCH_ALERT_BACK_IN_STOCK = True
+PRICEWATCH_ALERT_OUT_OF_STOCK = True
+# Seconds one channel gets to accept one alert (then it counts as failed, not retried);
+# closing the crawl also waits at most this long for deliveries in flight.
+PRICEWATCH_ALERT_TIMEOUT = 10.0
+
 # Items in log lines (dropped: WARNING, pipeline errors, scraped: DEBUG) are shown with their
 # personal data redacted and control characters escaped (pricewatch/logformatter.py).
 LOG_FORMATTER = "pricewatch.logformatter.RedactingLogFormatter"

@@ -48,6 +48,23 @@ class Rejected:
     reason: str  # short code, used in the stat pricewatch/store/rejected/<reason>
 
 
+@dataclass(frozen=True, slots=True)
+class PublishedChange:
+    """A ``price_changes`` row this write inserted (not one a replay found already there),
+    with the offer it replaced: what alerts are decided on (:mod:`pricewatch.alerts`).
+    A SKU's first observation has no previous offer and is not listed."""
+
+    url: str
+    sku: str | None
+    price: Decimal
+    currency: str
+    availability: str | None
+    observed_at: datetime
+    previous_price: Decimal
+    previous_currency: str
+    previous_availability: str | None
+
+
 @dataclass(slots=True)
 class WriteResult:
     written: int = 0  # observations committed (changed, unchanged or held)
@@ -58,9 +75,14 @@ class WriteResult:
     confirmed: set[str] = field(default_factory=set)  # urls whose hold was confirmed here
     unconfirmed: list[tuple[str, str]] = field(default_factory=list)  # (url, reason) closed
     # unpublished (status rejected) by this batch
+    # Changes this batch inserted into price_changes (a replay inserts none), in the order
+    # written; a confirmed hold is listed here when the confirming fetch publishes it.
+    published: list[PublishedChange] = field(default_factory=list)
 
     def merge_quarantine(self, part: WriteResult) -> None:
-        """Take the quarantine outcomes of ``part`` (a piece of the batch that committed)."""
+        """Take the quarantine outcomes and published changes of ``part`` (a piece of the
+        batch that committed)."""
+        self.published.extend(part.published)
         self.held.update(part.held)
         self.confirmed |= part.confirmed
         self.unconfirmed.extend(part.unconfirmed)

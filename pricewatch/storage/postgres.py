@@ -68,6 +68,7 @@ from pricewatch.storage.base import (
     HeldRow,
     Observation,
     ProductRow,
+    PublishedChange,
     Rejected,
     Store,
     StoreConnectionLost,
@@ -136,8 +137,10 @@ CREATE TEMPORARY TABLE IF NOT EXISTS {STAGING} (
 """
 
 # One round of a batch: append the changes, upsert the products, return the URLs whose
-# observation is a recorded change (also when the row was there already: a replay).
-# All parts see the products table as it was before the statement.
+# observation is a recorded change (also when the row was there already: a replay), with
+# the offer it replaced when this statement inserted the change row (``inserted``; a
+# replay inserts nothing, so alerts nothing). All parts see the tables as they were
+# before the statement, so ``p`` is the previous offer and the two halves are disjoint.
 _WRITE_ROUND = f"""
 WITH s AS (
     SELECT * FROM {STAGING} WHERE round = $1
@@ -150,7 +153,7 @@ WITH s AS (
     WHERE p.url IS NULL
        OR (s.raw_hash <> p.raw_hash AND s.observed_at > p.last_checked_at)
     ON CONFLICT (url, observed_at) DO NOTHING
-    RETURNING c.url
+    RETURNING c.url, c.price, c.currency, c.availability, c.observed_at, c.sku
 ), upsert AS (
     INSERT INTO products AS p
         (url, domain, sku, price, currency, regular_price, availability, name, source,
@@ -185,11 +188,36 @@ WITH s AS (
         last_checked_at = EXCLUDED.last_checked_at
     WHERE EXCLUDED.last_checked_at > p.last_checked_at
 )
-SELECT url FROM history
-UNION
-SELECT s.url FROM s JOIN price_changes c
+SELECT h.url, true AS inserted, h.price, h.currency, h.availability, h.observed_at, h.sku,
+       p.price AS previous_price, p.currency AS previous_currency,
+       p.availability AS previous_availability
+FROM history h LEFT JOIN products p ON p.url = h.url
+UNION ALL
+SELECT s.url, false, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM s JOIN price_changes c
     ON c.url = s.url AND c.observed_at = s.observed_at AND c.raw_hash = s.raw_hash
 """
+
+
+def _round_changes(rows: list[asyncpg.Record], part: WriteResult) -> set[str]:
+    """The changed URLs of a round of ``_WRITE_ROUND``; the changes it inserted over a
+    previous offer go to ``part.published``."""
+    for r in rows:
+        if r["inserted"] and r["previous_price"] is not None:
+            part.published.append(
+                PublishedChange(
+                    r["url"],
+                    r["sku"],
+                    r["price"],
+                    r["currency"].strip(),
+                    r["availability"],
+                    r["observed_at"],
+                    r["previous_price"],
+                    r["previous_currency"].strip(),
+                    r["previous_availability"],
+                )
+            )
+    return {r["url"] for r in rows}
 
 # Quarantine (pricewatch/quarantine.py): what the decision of one round needs to know, in
 # one round trip: the published offer, the open hold, and whether the observation itself
@@ -492,7 +520,7 @@ class PostgresStore(Store):
                 STAGING, records=_records(rounds), columns=_STAGING_COLUMNS
             )
             for k in range(len(rounds)):
-                changed.update(r[0] for r in await conn.fetch(_WRITE_ROUND, k))
+                changed |= _round_changes(await conn.fetch(_WRITE_ROUND, k), part)
             return changed
         for k, observations_k in enumerate(rounds):
             publish = await self._quarantine_round(conn, observations_k, part)
@@ -501,7 +529,7 @@ class PostgresStore(Store):
             await conn.copy_records_to_table(
                 STAGING, records=_records([publish], k), columns=_STAGING_COLUMNS
             )
-            changed.update(r[0] for r in await conn.fetch(_WRITE_ROUND, k))
+            changed |= _round_changes(await conn.fetch(_WRITE_ROUND, k), part)
         return changed
 
     async def _quarantine_round(

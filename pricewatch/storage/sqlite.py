@@ -51,6 +51,7 @@ from pricewatch.storage.base import (
     HeldRow,
     Observation,
     ProductRow,
+    PublishedChange,
     Rejected,
     Store,
     StoreConnectionLost,
@@ -68,7 +69,8 @@ _PRODUCT_COLUMNS = (
 )
 
 _SELECT_PRODUCT = (
-    "SELECT raw_hash, last_checked_at, price, currency, min_price FROM products WHERE url = ?"
+    "SELECT raw_hash, last_checked_at, price, currency, min_price, availability FROM products"
+    " WHERE url = ?"
 )
 _INSERT_CHANGE = (
     "INSERT INTO price_changes (url, sku, price, currency, regular_price, availability,"
@@ -364,7 +366,7 @@ class SQLiteStore(Store):
                 ),
             )
             return True
-        stored_hash, checked_at, _, stored_currency, min_price = stored
+        stored_hash, checked_at, stored_price, stored_currency, min_price, stored_avail = stored
         if stored_hash == obs.raw_hash:
             db.execute(_UPDATE_CHECKED, (at, obs.url, at))
         elif at > checked_at:
@@ -374,7 +376,20 @@ class SQLiteStore(Store):
                 or obs.price < Decimal(min_price)
             ):
                 min_price = price
-            db.execute(_INSERT_CHANGE, change)
+            if db.execute(_INSERT_CHANGE, change).rowcount == 1:
+                result.published.append(
+                    PublishedChange(
+                        obs.url,
+                        obs.sku,
+                        obs.price,
+                        obs.currency,
+                        obs.availability,
+                        obs.observed_at,
+                        Decimal(stored_price),
+                        stored_currency,
+                        stored_avail,
+                    )
+                )
             db.execute(
                 _UPDATE_CHANGED,
                 (
