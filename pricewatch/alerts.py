@@ -191,6 +191,11 @@ class Alerter:
 
         self.config = config
         self.stats = stats
+        # Apprise's services log their full target URL at DEBUG, tokens included (Slack's
+        # webhook path, for one): keep its logger at INFO or above whatever LOG_LEVEL says.
+        apprise_logger = logging.getLogger("apprise")
+        if apprise_logger.getEffectiveLevel() < logging.INFO:
+            apprise_logger.setLevel(logging.INFO)
         self.channels: list[tuple[str, apprise.Apprise]] = []
         for url in config.urls:
             channel = apprise.Apprise()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -214,6 +215,39 @@ async def test_an_unreachable_channel_times_out_and_the_writer_goes_on(
     assert stats.get_value("pricewatch/alerts/failed") == 2
     assert stats.get_value("pricewatch/alerts/sent") is None
     assert any("no answer within 3s" in r.getMessage() for r in caplog.records)
+
+
+async def test_tokens_never_reach_the_log_even_at_debug(
+    sqlite_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Apprise's Slack service logs its webhook URL (three tokens) at DEBUG; with alerts on,
+    a DEBUG log of the crawl carries no token. The webhook is unreachable from here: the
+    delivery fails and is counted."""
+    caplog.set_level(logging.DEBUG)
+    logging.getLogger("apprise").setLevel(logging.NOTSET)
+    token = "TIiajkdnlazkcOXrIdevi7FQ"
+    crawler = get_crawler(
+        settings_dict=project_settings(
+            PRICEWATCH_STORE_URL=sqlite_url,
+            PRICEWATCH_FRONTIER_URL=f"sqlite:///{tmp_path / 'frontier.db'}",
+            PRICEWATCH_FLUSH_INTERVAL=0.05,
+            PRICEWATCH_ALERT_URLS=f"slack://T1JJ3T3L2/A1BRTD4JD/{token}/#general",
+            PRICEWATCH_ALERT_TIMEOUT=2.0,
+        )
+    )
+    stats = crawler.stats
+    assert stats is not None
+    pipeline = StorePipeline(crawler)
+    await pipeline.open_spider()
+    try:
+        await written(pipeline, [obs(url("a"), "20.00", at(0))])
+        await written(pipeline, [obs(url("a"), "17.00", at(1))])
+    finally:
+        await pipeline.close_spider()
+    assert stats.get_value("pricewatch/alerts/failed") == 1
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "not delivered to slack://" in text
+    assert token not in text and "A1BRTD4JD" not in text
 
 
 def change(old: str, new: str, *, sku: str | None = None, **more: str) -> PublishedChange:
