@@ -49,9 +49,7 @@ class RedactingLogFormatter(LogFormatter):
     def scraped(
         self, item: Any, response: Response | Failure | None, spider: Spider
     ) -> LogFormatterResult:
-        entry = super().scraped(item, response, spider)
-        entry["args"]["item"] = redacted_item(item)  # type: ignore[index]
-        return entry
+        return _redacted(super().scraped(item, response, spider), item)
 
     def dropped(
         self,
@@ -60,9 +58,7 @@ class RedactingLogFormatter(LogFormatter):
         response: Response | Failure | None,
         spider: Spider,
     ) -> LogFormatterResult:
-        entry = super().dropped(item, exception, response, spider)
-        entry["args"]["item"] = redacted_item(item)  # type: ignore[index]
-        return entry
+        return _redacted(super().dropped(item, exception, response, spider), item)
 
     def item_error(
         self,
@@ -71,6 +67,10 @@ class RedactingLogFormatter(LogFormatter):
         response: Response | Failure | None,
         spider: Spider,
     ) -> LogFormatterResult:
-        entry = super().item_error(item, exception, response, spider)
-        entry["args"]["item"] = redacted_item(item)  # type: ignore[index]
-        return entry
+        return _redacted(super().item_error(item, exception, response, spider), item)
+
+
+def _redacted(entry: LogFormatterResult, item: Any) -> LogFormatterResult:
+    """Scrapy's log entry with the item rendered by :func:`redacted_item`."""
+    entry["args"]["item"] = redacted_item(item)  # type: ignore[index]
+    return entry
