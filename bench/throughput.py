@@ -192,8 +192,15 @@ def _elapsed_from_log(log: str) -> float:
 
 
 def pricewatch_run(
-    urls: list[str], label: str, frontier: str | None, store: str | None, extra: dict[str, str]
+    urls: list[str],
+    label: str,
+    frontier: str | None,
+    store: str | None,
+    extra: dict[str, str],
+    same: dict[str, str] = SAME,
 ) -> Run:
+    """Seed ``urls`` and crawl them with ``same`` (the settings shared with bare Scrapy) and
+    ``extra``, on the given backends (one SQLite file when None)."""
     with tempfile.TemporaryDirectory(prefix="pw-bench-") as tmp:
         work = Path(tmp)
         env = scrapy_env(
@@ -210,7 +217,7 @@ def pricewatch_run(
             text=True,
         )
         assert seeded.returncode == 0, seeded.stderr[-3000:]
-        args = [a for k, v in {**SAME, **extra}.items() for a in ("-s", f"{k}={v}")]
+        args = [a for k, v in {**same, **extra}.items() for a in ("-s", f"{k}={v}")]
         cmd = [sys.executable, "-m", "scrapy", "crawl", "products", *args]
         code, cpu, rss = run_measured(cmd, env, work)
         assert code == 0, (work / "log.txt").read_text()[-3000:]
@@ -221,25 +228,8 @@ def pricewatch_run(
 
 
 def latency_run(urls: list[str], extra: dict[str, str]) -> Run:
-    with tempfile.TemporaryDirectory(prefix="pw-bench-") as tmp:
-        work = Path(tmp)
-        env = scrapy_env(work, f"sqlite:///{work / 'pw.db'}", f"sqlite:///{work / 'pw.db'}")
-        (work / "seeds.txt").write_text("\n".join(urls) + "\n")
-        seeded = subprocess.run(
-            [sys.executable, "-m", "scrapy", "seed", "seeds.txt"],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        assert seeded.returncode == 0, seeded.stderr[-3000:]
-        args = [a for k, v in extra.items() for a in ("-s", f"{k}={v}")]
-        cmd = [sys.executable, "-m", "scrapy", "crawl", "products", *args]
-        code, cpu, rss = run_measured(cmd, env, work)
-        assert code == 0, (work / "log.txt").read_text()[-3000:]
-        stats = json.loads((work / "stats.json").read_text())
-        items = int(stats.get("pricewatch/store/rows_written", 0))
-        return Run("latency", items, float(stats["elapsed_time_seconds"]), cpu, rss, stats)
+    """The full crawl with the project's politeness settings (only ``extra`` overridden)."""
+    return pricewatch_run(urls, "latency", None, None, extra, same={})
 
 
 async def _pg(admin: str, statement: str) -> None:
