@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pricewatch.extract import REASONS, extract_offer
+from pricewatch.extract import REASONS, extract_offer, extract_offer_from_json
 from pricewatch.extract._money import parse_amount, read_machine
 
 URL = "https://shop.example.com/p/lc-417"
@@ -127,6 +127,40 @@ def test_price_on_request_never_takes_a_recommended_price(raw: Any, reason: str,
     assert result.no_price_reason == reason
     assert result.no_price_reason in REASONS
     assert result.availability is None  # a refused offer makes no stock claim
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        pytest.param(0, "price_not_positive", id="zero"),
+        pytest.param("NaN", "price_not_finite", id="nan"),
+        pytest.param({"amount": "call for price"}, "price_not_a_number", id="words-in-object"),
+        pytest.param(None, "price_missing", id="null"),
+    ],
+)
+@pytest.mark.parametrize("shape", ["generic", "schema.org"])
+def test_product_json_without_a_valid_price_never_takes_a_nested_price(
+    raw: Any, reason: str, shape: str
+) -> None:
+    # A browser page's own product JSON (XHR) says "price on request"; the products it
+    # recommends, nested in it, have prices that must not stand in.
+    related = [{"sku": "REC-1", "name": "Other kettle", "price": 19.99, "currency": "EUR"}]
+    if shape == "generic":
+        data: dict[str, Any] = {"sku": "PW-1", "name": "Kettle", "price": raw}
+    else:
+        data = {
+            "@type": "Product",
+            "sku": "PW-1",
+            "name": "Kettle",
+            "offers": {"@type": "Offer", "price": raw, "priceCurrency": "EUR"},
+        }
+    data["related"] = related
+    result = extract_offer_from_json(json.dumps(data), URL)
+    assert result is not None
+    assert result.price is None and result.currency is None
+    assert result.no_price_reason == reason
+    assert result.sku == "PW-1"
+    assert result.availability is None
 
 
 def test_overflowing_json_number_is_refused_not_truncated() -> None:

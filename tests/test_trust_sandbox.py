@@ -229,11 +229,5 @@ def test_js_shop_through_the_browser_stores_only_true_offers(js_crawl: Crawl) ->
     check_offers(js_crawl)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="browser pages lose the no_price reason: extract_offer_from_json returns None "
-    "for an offer JSON whose price is invalid or missing (no Offer with no_price_reason), "
-    "and XhrCapture keeps such a JSON as a reasonless Offer, so the spider counts not_found",
-)
 def test_js_price_on_request_pages_end_with_their_reason(js_crawl: Crawl) -> None:
     check_reasons(js_crawl)

@@ -24,7 +24,7 @@ from pricewatch.extract._candidate import (
     valid_gtin,
 )
 from pricewatch.extract._jsonld import product_candidates
-from pricewatch.extract._money import parse_machine
+from pricewatch.extract._money import PRICE_MISSING, parse_machine, read_machine
 from pricewatch.extract.offer import Offer
 
 logger = logging.getLogger(__name__)
@@ -97,6 +97,17 @@ def _price_of(value: Any) -> tuple[Decimal | None, str | None, str | None]:
     return amount, clean_text(value), None
 
 
+def _price_problem(value: Any) -> str:
+    """Why a price field's value is not a valid price (a ``REASONS`` code)."""
+    if isinstance(value, Mapping):
+        keys = _index(value)
+        for key in ("value", "amount", "current", "price", "sale", "final", "raw", "centamount"):
+            if key in keys and not isinstance(keys[key], Mapping):
+                return read_machine(keys[key])[1] or PRICE_MISSING
+        return PRICE_MISSING
+    return read_machine(value)[1] or PRICE_MISSING
+
+
 def _read_generic(data: Any, depth: int = 0) -> Candidate | None:
     if depth > 10:
         return None
@@ -110,12 +121,14 @@ def _read_generic(data: Any, depth: int = 0) -> Candidate | None:
         return None
     keys = _index(data)
     cand = Candidate(source="xhr")
+    problem = None
     for key in _PRICE_KEYS:
         if key in keys and key not in ("amount", "value", "current"):
             amount, raw, currency = _price_of(keys[key])
             if amount is not None:
                 cand.price, cand.price_text, cand.currency_raw = amount, raw, currency
                 break
+            problem = problem or _price_problem(keys[key])
     if cand.price is not None:
         for key in _REGULAR_KEYS:
             if key in keys:
@@ -135,6 +148,13 @@ def _read_generic(data: Any, depth: int = 0) -> Candidate | None:
         cand.sku = next((clean_text(keys[k], 80) for k in _SKU_KEYS if keys.get(k)), None)
         cand.gtin = next((valid_gtin(keys[k]) for k in _GTIN_KEYS if keys.get(k)), None)
         cand.name = next((clean_text(keys[k]) for k in _NAME_KEYS if keys.get(k)), None)
+        return cand
+    sku = next((clean_text(keys[k], 80) for k in _SKU_KEYS if keys.get(k)), None)
+    name = next((clean_text(keys[k]) for k in _NAME_KEYS if keys.get(k)), None)
+    if problem is not None and (sku or name):
+        # A product's own price field without a valid price ("price on request"): that is
+        # its answer, never the price of an item nested in it (related products, bundles).
+        cand.price_problem, cand.sku, cand.name = problem, sku, name
         return cand
     # Breadth first: the product's own price before prices of nested related items.
     nested = [v for v in data.values() if isinstance(v, (Mapping, list))]
@@ -175,9 +195,13 @@ def _extract(
             data = json.loads(data)
         except ValueError:
             return None
-    cands = [c for c in product_candidates(data, url, source) if c.price is not None]
-    cand = cands[0] if cands else _read_generic(data)
-    if cand is None or (cand.price is None and cand.availability is None):
+    products = product_candidates(data, url, source)
+    priced = [c for c in products if c.price is not None]
+    refused = next((c for c in products if c.price_problem), None)
+    cand = priced[0] if priced else (refused or _read_generic(data))
+    if cand is None or (
+        cand.price is None and cand.availability is None and cand.price_problem is None
+    ):
         return None
     try:
         host = (urlsplit(url).hostname or "").lower()
@@ -195,11 +219,13 @@ def _extract(
             else None
         ),
         regular_price=regular,
-        availability=cand.availability,
+        # An offer refused for its price makes no stock claim either (nothing is stored).
+        availability=None if cand.price is None and cand.price_problem else cand.availability,
         sku=cand.sku,
         gtin=cand.gtin,
         name=cand.name,
         source=source,
         price_text=cand.price_text,
         regular_price_text=cand.regular_price_text if regular is not None else None,
+        no_price_reason=cand.price_problem if cand.price is None else None,
     )
