@@ -131,6 +131,22 @@ def _optional_text(value: Decimal | None) -> str | None:
     return None if value is None else stored_text(value)
 
 
+def _change_row(obs: Observation) -> tuple[Any, ...]:
+    """The values a ``price_changes`` or ``price_quarantine`` row starts with, in the order
+    of their columns (url, sku, price, currency, regular_price, availability, raw_hash,
+    observed_at)."""
+    return (
+        obs.url,
+        obs.sku,
+        stored_text(obs.price),
+        obs.currency,
+        _optional_text(obs.regular_price),
+        obs.availability,
+        obs.raw_hash,
+        iso_utc(obs.observed_at),
+    )
+
+
 # Amounts are stored as canonical text, timestamps as ISO-8601 text.
 _COLUMNS = Columns(amount=Decimal, time=parse_iso)
 
@@ -333,16 +349,7 @@ class SQLiteStore(Store):
         if stored is not None and self.quarantine_config is not None:
             if not self._passes_quarantine(db, obs, stored, result):
                 return False
-        change = (
-            obs.url,
-            obs.sku,
-            price,
-            obs.currency,
-            regular,
-            obs.availability,
-            obs.raw_hash,
-            at,
-        )
+        change = _change_row(obs)
         if stored is None:
             db.execute(_INSERT_CHANGE, change)
             db.execute(
@@ -434,7 +441,6 @@ class SQLiteStore(Store):
         config = self.quarantine_config
         assert config is not None
         at = iso_utc(obs.observed_at)
-        price, regular = stored_text(obs.price), _optional_text(obs.regular_price)
         done = db.execute(_QUARANTINED, (obs.url, at)).fetchone()
         if done is not None:  # a replay of an observation that was not published
             if done[0] == HELD:
@@ -473,14 +479,7 @@ class SQLiteStore(Store):
             db.execute(
                 _INSERT_HOLD,
                 (
-                    obs.url,
-                    obs.sku,
-                    price,
-                    obs.currency,
-                    regular,
-                    obs.availability,
-                    obs.raw_hash,
-                    at,
+                    *_change_row(obs),
                     verdict.reason,
                     status,
                     verdict.attempt,
