@@ -219,6 +219,7 @@ def _round_changes(rows: list[asyncpg.Record], part: WriteResult) -> set[str]:
             )
     return {r["url"] for r in rows}
 
+
 # Quarantine (pricewatch/quarantine.py): what the decision of one round needs to know, in
 # one round trip: the published offer, the open hold, and whether the observation itself
 # is already in price_quarantine (a replay). Rows of SKUs not stored yet are left out.
