@@ -211,6 +211,8 @@ def chart_svg(sku: SkuHistory, now: datetime) -> str:
         if steps:
             steps.append((moment, steps[-1][1]))
         steps.append((moment, row))
+    # Chart coordinates only (pygal scales its axes in floats); every amount the report
+    # prints as text, and everything stored, stays the Decimal the store returned.
     price = [(t, float(row.price)) for t, row in steps]
     regular = [(t, None if r.regular_price is None else float(r.regular_price)) for t, r in steps]
     out = [(t, float(r.price) if in_stock(r.availability) is False else None) for t, r in steps]
