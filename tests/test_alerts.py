@@ -13,10 +13,12 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
 from scrapy.settings import Settings
+from scrapy.statscollectors import StatsCollector
 from scrapy.utils.test import get_crawler
 
 from pricewatch.alerts import AlertConfig, rules_matched
@@ -96,25 +98,36 @@ async def written(pipeline: StorePipeline, batch: list[Observation]) -> None:
     await pipeline.alerts.close()  # waits for the deliveries in flight
 
 
-async def test_each_rule_alerts_once_replays_and_held_changes_send_nothing(
-    store_url: str, tmp_path: Path, receiver: Receiver, caplog: pytest.LogCaptureFixture
-) -> None:
-    base = f"json://127.0.0.1:{receiver.port}"
+def alerting_pipeline(
+    store_url: str, tmp_path: Path, **alerts: Any
+) -> tuple[StorePipeline, StatsCollector]:
+    """The real store pipeline on ``store_url``, flushing fast, with the alert settings
+    ``alerts`` (``PRICEWATCH_ALERT_*``); opened by the test."""
     crawler = get_crawler(
         settings_dict=project_settings(
             PRICEWATCH_STORE_URL=store_url,
             PRICEWATCH_FRONTIER_URL=f"sqlite:///{tmp_path / 'frontier.db'}",
             PRICEWATCH_FLUSH_INTERVAL=0.05,
-            PRICEWATCH_ALERT_URLS=f"{base}/ok, {base}/fail",
-            PRICEWATCH_ALERT_DROP_PERCENT="10",
-            PRICEWATCH_ALERT_RISE_PERCENT="10",
-            PRICEWATCH_ALERT_TARGET_PRICES={"S-target": "15.00"},
-            PRICEWATCH_ALERT_TIMEOUT=10.0,
+            **alerts,
         )
     )
-    stats = crawler.stats
-    assert stats is not None
-    pipeline = StorePipeline(crawler)
+    assert crawler.stats is not None
+    return StorePipeline(crawler), crawler.stats
+
+
+async def test_each_rule_alerts_once_replays_and_held_changes_send_nothing(
+    store_url: str, tmp_path: Path, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    base = f"json://127.0.0.1:{receiver.port}"
+    pipeline, stats = alerting_pipeline(
+        store_url,
+        tmp_path,
+        PRICEWATCH_ALERT_URLS=f"{base}/ok, {base}/fail",
+        PRICEWATCH_ALERT_DROP_PERCENT="10",
+        PRICEWATCH_ALERT_RISE_PERCENT="10",
+        PRICEWATCH_ALERT_TARGET_PRICES={"S-target": "15.00"},
+        PRICEWATCH_ALERT_TIMEOUT=10.0,
+    )
     await pipeline.open_spider()
     try:
         # First sightings: nothing to compare with, no alert.
@@ -185,18 +198,12 @@ async def test_an_unreachable_channel_times_out_and_the_writer_goes_on(
 
     server = await asyncio.start_server(never_answer, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    crawler = get_crawler(
-        settings_dict=project_settings(
-            PRICEWATCH_STORE_URL=sqlite_url,
-            PRICEWATCH_FRONTIER_URL=f"sqlite:///{tmp_path / 'frontier.db'}",
-            PRICEWATCH_FLUSH_INTERVAL=0.05,
-            PRICEWATCH_ALERT_URLS=f"json://127.0.0.1:{port}/hook",
-            PRICEWATCH_ALERT_TIMEOUT=3.0,
-        )
+    pipeline, stats = alerting_pipeline(
+        sqlite_url,
+        tmp_path,
+        PRICEWATCH_ALERT_URLS=f"json://127.0.0.1:{port}/hook",
+        PRICEWATCH_ALERT_TIMEOUT=3.0,
     )
-    stats = crawler.stats
-    assert stats is not None
-    pipeline = StorePipeline(crawler)
     await pipeline.open_spider()
     try:
         await written(pipeline, [obs(url("a"), "20.00", at(0))])
@@ -226,18 +233,12 @@ async def test_tokens_never_reach_the_log_even_at_debug(
     caplog.set_level(logging.DEBUG)
     logging.getLogger("apprise").setLevel(logging.NOTSET)
     token = "TIiajkdnlazkcOXrIdevi7FQ"
-    crawler = get_crawler(
-        settings_dict=project_settings(
-            PRICEWATCH_STORE_URL=sqlite_url,
-            PRICEWATCH_FRONTIER_URL=f"sqlite:///{tmp_path / 'frontier.db'}",
-            PRICEWATCH_FLUSH_INTERVAL=0.05,
-            PRICEWATCH_ALERT_URLS=f"slack://T1JJ3T3L2/A1BRTD4JD/{token}/#general",
-            PRICEWATCH_ALERT_TIMEOUT=2.0,
-        )
+    pipeline, stats = alerting_pipeline(
+        sqlite_url,
+        tmp_path,
+        PRICEWATCH_ALERT_URLS=f"slack://T1JJ3T3L2/A1BRTD4JD/{token}/#general",
+        PRICEWATCH_ALERT_TIMEOUT=2.0,
     )
-    stats = crawler.stats
-    assert stats is not None
-    pipeline = StorePipeline(crawler)
     await pipeline.open_spider()
     try:
         await written(pipeline, [obs(url("a"), "20.00", at(0))])
