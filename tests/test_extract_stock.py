@@ -268,3 +268,51 @@ def test_add_to_your_basket_is_a_buy_button(buttons: str, state: str) -> None:
     body += f"<p class='price'>40.00 EUR</p>{buttons}</body></html>"
     offer = extract_offer(body, "https://shop.example.ie/p")
     assert offer is not None and offer.availability == state
+
+
+@pytest.mark.parametrize(
+    ("label", "button", "state"),
+    [
+        pytest.param(
+            "Momentálne nie je možné produkt kúpiť, ale je možné ho rezervovať",
+            "<button class='btn-buy' disabled>Do košíka</button>",
+            "OutOfStock",
+            id="sk-cannot-be-bought-button-disabled",
+        ),
+        pytest.param(
+            "Tento produkt nelze koupit",
+            "<button disabled>Do košíku</button>",
+            "OutOfStock",
+            id="cs-cannot-be-bought",
+        ),
+        pytest.param(
+            "Derzeit nicht bestellbar",
+            "<button disabled>In den Warenkorb</button>",
+            "OutOfStock",
+            id="de-not-orderable",
+        ),
+        pytest.param(
+            "This item cannot be ordered online",
+            "<button disabled>Add to cart</button>",
+            "OutOfStock",
+            id="en-cannot-be-ordered",
+        ),
+        pytest.param(
+            "Momentálne nie je možné produkt kúpiť, ale je možné ho rezervovať",
+            "<button class='btn-buy'>Do košíka</button>",
+            "InStock",
+            id="sk-wording-with-an-enabled-buy-button-stays-in-stock",
+        ),
+    ],
+)
+def test_cannot_be_bought_wording_beside_a_disabled_button(
+    label: str, button: str, state: str
+) -> None:
+    # The offer's markup says InStock (a stale template); the product's availability box
+    # says it cannot be bought and its buy button is disabled.
+    data = _product("Stojan", "S1", "InStock", price="54.50")
+    body = f"<html lang='sk'><head>{_ld(data)}</head><body><h1>Stojan</h1>"
+    body += f"<p class='price'>54,50 €</p><ul class='availability-box'><li>{label}</li></ul>"
+    body += f"{button}</body></html>"
+    offer = extract_offer(body, "https://shop.example.sk/stojan")
+    assert offer is not None and offer.availability == state

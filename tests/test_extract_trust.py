@@ -397,3 +397,33 @@ def test_stock_from_product_level_evidence(head: str, box: str, state: str) -> N
     # issue 10, measured: 5 of 74 in-stock products came out OutOfStock.
     result = extract_offer(page(head, box), URL)
     assert result is not None and result.availability == state
+
+
+def titleless_page(name_block: str) -> str:
+    """A page without an <h1>: the name is in <title>; a deal of another product comes
+    first in the page, and a block of other products follows."""
+    return (
+        "<html lang='de-DE'><head><title>Akku-Bohrschrauber X200 | Werkzeughaus</title></head>"
+        "<body><div class='topdeal'><a href='/p/9'>Bit-Set</a> nur <b>9,99 €</b></div>"
+        "<nav class='breadcrumb'><a href='/'>Start</a> <span>Akku-Bohrschrauber X200</span>"
+        f"</nav><div class='product'>{name_block}"
+        "<p class='info'>18 V, 2 Akkus</p><div class='pdeal'>Preis: <b>129,00 €</b></div>"
+        "<button>In den Warenkorb</button></div>"
+        f"{RECOMMENDATIONS['cards']}</body></html>"
+    )
+
+
+def test_page_without_h1_anchors_on_the_element_showing_its_name() -> None:
+    body = titleless_page("<div class='title'>Akku-Bohrschrauber X200</div>")
+    result = extract_offer(body, URL)
+    assert result is not None
+    assert (result.price, result.currency, result.source) == (Decimal("129.00"), "EUR", "visible")
+    assert result.name == "Akku-Bohrschrauber X200"
+
+
+def test_a_name_shown_only_in_links_and_breadcrumbs_anchors_nothing() -> None:
+    # Without an element of its own showing the name, the page is read whole: two
+    # competing prices and no anchor, so no price rather than a guess.
+    body = titleless_page("<a class='title' href='/p/1'>Akku-Bohrschrauber X200</a>")
+    result = extract_offer(body, URL)
+    assert result is None or result.price is None

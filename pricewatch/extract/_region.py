@@ -15,7 +15,8 @@ names a page gives its blocks; no host-specific rule):
   share one tag and class and each link somewhere (``<li class="card"><a href=...>``): a
   product grid, a carousel or a list of other offers, whatever it is called.
 
-A subtree that holds the product title (the page's ``<h1>``) is never cut out: the title
+A subtree that holds the product title (the page's ``<h1>``, or without one the element
+showing the product's name, see ``_visible.named_title``) is never cut out: the title
 marks the product's own block, so a page wrapped in ``<div class="slider">`` or a title
 inside ``<header>`` keeps its product. A reader asks :meth:`Region.excludes` about each
 element it would use; the answer walks the element's ancestors once, memoised per page, so
@@ -100,7 +101,7 @@ class Region:
 
     @property
     def title(self) -> Any | None:
-        """The product's ``<h1>``, or None."""
+        """The product's title element (its ``<h1>`` or the element naming it), or None."""
         if self._keep is None:
             self._title = self._find_title()
             # The title's own ancestors hold the product: never cut out.

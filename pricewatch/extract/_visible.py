@@ -1,10 +1,12 @@
 """Visible-price heuristics: what a shopper reads as the price, stock state and title.
 
-The scan starts at the product title (the first non-empty ``<h1>``) and widens one
+The scan starts at the product title (the product's ``<h1>``; on a page without one, the
+element that shows the name the page's ``<title>``, ``og:title`` or own structured data
+give, see :func:`named_title`) and widens one
 ancestor at a time, so every candidate carries its distance to the title (the number of
 levels climbed). It stops a few levels after the first good candidate, or after a bounded
 number of elements: nearness to the title is evidence, and far-away prices (other
-products, footers) are never even read. Pages without a title are scanned whole.
+products, footers) are never even read. Pages without either are scanned whole.
 
 Candidates are elements whose class/id/``data-*``/``itemprop`` names a price, and short
 texts with a currency sign. Each is scored on general evidence:
@@ -517,6 +519,59 @@ def product_title(headings: list[Any]) -> Any:
         key = (bool(_TITLE_NAME.search(names)), min(letters, 200))
         if best is None or key > best_key:
             best, best_key = h1, key
+    return best
+
+
+# Between a product's name and the shop's in a <title> or og:title.
+_TITLE_SEPARATORS = re.compile(
+    r"\s+[-|\u2013\u2014:\u00b7\u2022/]+\s+|\s*[\uff5c\u300b\u3010\u3011]\s*"
+)
+_TITLE_SKIP = frozenset({"a", "option", "select", "script", "style", "title", "button", "label"})
+# Where a product's name is shown without being its title: links, controls, page chrome.
+_TITLE_SKIP_WITHIN = _TITLE_SKIP | {"header", "footer", "nav"}
+_BREADCRUMB = re.compile(r"breadcrumb", re.I)
+_NAMED_TITLE_BUDGET = 6000
+
+
+def named_title(root: Any, names: list[str]) -> Any:
+    """The element that shows the product's name when the page has no ``<h1>``: the first
+    short element of the body (a link, an option or a list item is never it) whose whole
+    text is the page's name as its ``<title>``, ``og:title`` or structured data give it,
+    whole or one of its parts between separators ("Name - Shop", "Shop | Name"); one
+    whose class or id says title or name wins over the rest. Links, form controls, page
+    chrome and breadcrumbs, which repeat names, never count. None when no element does."""
+    wanted: set[str] = set()
+    for name in names:
+        text = " ".join(name.split())
+        for part in (text, *_TITLE_SEPARATORS.split(text)):
+            part = part.strip()
+            if sum(1 for ch in part if ch.isalpha()) >= 3:
+                wanted.add(part.casefold())
+    if not wanted:
+        return None
+    longest = max(len(w) for w in wanted)
+    body = next(root.iter("body"), None)
+    if body is None:
+        return None
+    best, best_key = None, (False, 0)
+    for count, el in enumerate(body.iter()):
+        if count >= _NAMED_TITLE_BUDGET:
+            break
+        tag = el.tag
+        if not isinstance(tag, str) or tag in _TITLE_SKIP or not (el.text or len(el)):
+            continue
+        text = " ".join(text_of(el, longest + 40).split())
+        if not text or len(text) > longest or text.casefold() not in wanted:
+            continue
+        if hidden(el) or any(
+            a.tag in _TITLE_SKIP_WITHIN or _BREADCRUMB.search(a.get("class") or "")
+            for a in el.iterancestors()
+        ):
+            continue
+        names_ = (el.get("class") or "") + " " + (el.get("id") or "")
+        key = (bool(_TITLE_NAME.search(names_)), -count)
+        if best is None or key > best_key:
+            best, best_key = el, key
     return best
 
 

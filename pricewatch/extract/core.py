@@ -49,7 +49,7 @@ from pricewatch.extract._stock import (
     sold_out_wording,
 )
 from pricewatch.extract._tree import parse, text_of
-from pricewatch.extract._visible import VisibleReading, product_title, read_visible
+from pricewatch.extract._visible import VisibleReading, named_title, product_title, read_visible
 from pricewatch.extract.offer import Offer
 from pricewatch.extract.rules import Rules, apply_rules
 
@@ -125,7 +125,20 @@ def _extract(
             headings.append(el)
         else:
             controls.append(el)
-    region = Region(lambda: product_title(headings), controls)
+    structured: list[Candidate] = []
+
+    def find_title() -> Any:
+        # The <h1>; else the element showing the name <title>, og:title or the page's
+        # own structured data give (pages without an <h1>).
+        title = product_title(headings)
+        if title is not None:
+            return title
+        names = [text_of(t, 300) for t in root.iter("title")][:1]
+        names += [m.get("content") or "" for m in metas if m.get("property") == "og:title"]
+        names += [c.name for c in structured if c.own and c.name]
+        return named_title(root, names)
+
+    region = Region(find_title, controls)
     scoped: list[Any] = []
     with_property: list[Any] = []
     loose: list[Any] = []
@@ -137,7 +150,6 @@ def _extract(
         elif el.tag != "meta" or not (el.get("property") or "").startswith(("og:", "product:")):
             with_property.append(el)
 
-    structured: list[Candidate] = []
     for text in scripts:
         data = load_json(text)
         if data is not None:
