@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from scrapy.exceptions import DropItem, NotConfigured
 
 from pricewatch.alerts import Alerter
+from pricewatch.configversion import ConfigVersion
 from pricewatch.frontier import Completion, FrontierUnavailable
 from pricewatch.items import ObservationItem, OfferItem
 from pricewatch.leases import CrawlResources
@@ -152,6 +153,8 @@ class ValidationPipeline:
         if batch_size < 1:
             raise ValueError(f"PRICEWATCH_VALIDATE_BATCH_SIZE must be >= 1, got {batch_size}")
         max_wait = settings.getfloat("PRICEWATCH_VALIDATE_MAX_WAIT")
+        # Stored with every observation: the configuration that produced it.
+        self.config_version = ConfigVersion.of(crawler).value
         self.offloader: BatchOffloader[OfferItem, Observation | InvalidOffer] = BatchOffloader(
             self._validate, batch_size, max_wait
         )
@@ -161,7 +164,7 @@ class ValidationPipeline:
         return cls(crawler)
 
     def _validate(self, items: list[OfferItem]) -> list[Observation | InvalidOffer]:
-        return validate_batch(items, self.max_price)
+        return validate_batch(items, self.max_price, self.config_version)
 
     async def open_spider(self) -> None:
         # Open the frontier here so that an unreachable backend fails the crawl at once
@@ -381,8 +384,7 @@ class StorePipeline:
         )
         self._stats.set_value(
             ERROR_STAT,
-            f"store unreachable for more than {self.outage_timeout:g}s; "
-            f"last error: {exc}",
+            f"store unreachable for more than {self.outage_timeout:g}s; last error: {exc}",
         )
         self._buffer.clear()
         self._room.set()

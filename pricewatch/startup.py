@@ -16,16 +16,14 @@ project's own settings are checked by the components that read them, with the sa
 of message.
 
 ``StartupReport`` (an extension) logs at INFO, as the crawl starts, the frontier and the
-store in use (passwords masked), and the effective politeness settings with a short hash
-of them (the config version to compare between nodes); it warns when a node uses the
-default relative SQLite file outside a project directory, or a SQLite file inside scrapyd's
-own folders (each job would get a private schedule and store that nobody shares).
+store in use (passwords masked), and the effective politeness settings with the config
+version (:mod:`pricewatch.configversion`, to compare between nodes); it warns when a node
+uses the default relative SQLite file outside a project directory, or a SQLite file inside
+scrapyd's own folders (each job would get a private schedule and store that nobody shares).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import re
@@ -38,6 +36,7 @@ from scrapy.utils.conf import closest_scrapy_cfg
 
 from pricewatch import settings as project_settings
 from pricewatch._urls import mask_password, scheme, sqlite_path
+from pricewatch.configversion import POLITENESS, ConfigVersion
 from pricewatch.runs import InvalidSetting
 
 if TYPE_CHECKING:
@@ -61,23 +60,6 @@ RANGES: dict[str, tuple[type, float | None, float | None]] = {
     "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": (int, 1, None),
     "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": (float, 0, None),
 }
-# Shown at start, and hashed into the config version.
-POLITENESS = (
-    "CONCURRENT_REQUESTS",
-    "CONCURRENT_REQUESTS_PER_DOMAIN",
-    "DOWNLOAD_DELAY",
-    "DOWNLOAD_DELAY_JITTER",
-    "AUTOTHROTTLE_ENABLED",
-    "AUTOTHROTTLE_TARGET_CONCURRENCY",
-    "AUTOTHROTTLE_MAX_DELAY",
-    "ROBOTSTXT_OBEY",
-    "RETRY_TIMES",
-    "DOWNLOAD_SLOTS",
-    "PRICEWATCH_DOMAIN_MAX_INFLIGHT",
-    "PRICEWATCH_BREAKER_THRESHOLD",
-    "PRICEWATCH_BREAKER_COOLDOWN",
-    "USER_AGENT",
-)
 _URLS = ("PRICEWATCH_FRONTIER_URL", "PRICEWATCH_STORE_URL")
 _SCRAPYD_FOLDERS = ("eggs", "logs", "items", "dbs")
 _TYPE_WORDS = {int: "an integer", float: "a number", bool: "a boolean", list: "a list",
@@ -176,12 +158,6 @@ class SettingsCheck:
         check_settings(settings)
 
 
-def config_version(settings: BaseSettings) -> str:
-    values = {name: settings.get(name) for name in POLITENESS}
-    text = json.dumps(values, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
 class StartupReport:
     """The extension: says, at start, where this crawl reads and writes, and how politely."""
 
@@ -200,7 +176,8 @@ class StartupReport:
             if warning:
                 logger.warning("%s", warning)
         shown = ", ".join(f"{name}={settings.get(name)!r}" for name in POLITENESS)
-        logger.info("Politeness (config version %s): %s", config_version(settings), shown)
+        version = ConfigVersion.of(crawler).value
+        logger.info("Politeness (config version %s): %s", version, shown)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StartupReport:
@@ -233,8 +210,10 @@ def backend_warning(
         log_file = environ.get("SCRAPY_LOG_FILE")
         if log_file:
             folders.append(Path(log_file).resolve().parent)
-        if not path.is_absolute() or any(resolved.parent == f for f in folders) or any(
-            f in resolved.parents for f in folders[1:]
+        if (
+            not path.is_absolute()
+            or any(resolved.parent == f for f in folders)
+            or any(f in resolved.parents for f in folders[1:])
         ):
             return (
                 f"!!! {name} is {mask_password(url)}, a SQLite file in scrapyd's own "

@@ -201,8 +201,9 @@ def _reason(error: ErrorDetails) -> str:
     return str(error["loc"][0]) if error["loc"] else "invalid"
 
 
-def validate(item: OfferItem, max_price: Decimal) -> Observation:
-    """Validate one item; raises :class:`InvalidOffer` with a reason code."""
+def validate(item: OfferItem, max_price: Decimal, config_version: str | None = None) -> Observation:
+    """Validate one item; raises :class:`InvalidOffer` with a reason code. The observation
+    carries ``config_version`` (:mod:`pricewatch.configversion`)."""
     offer = item.offer
     try:
         model = PriceObservation.model_validate(
@@ -235,17 +236,18 @@ def validate(item: OfferItem, max_price: Decimal) -> Observation:
         availability=model.availability,
         name=model.name,
         source=model.source,
+        config_version=config_version,
     )
 
 
 def validate_batch(
-    items: Sequence[OfferItem], max_price: Decimal
+    items: Sequence[OfferItem], max_price: Decimal, config_version: str | None = None
 ) -> list[Observation | InvalidOffer]:
     """Validate many items in one go (runs in a worker thread)."""
     results: list[Observation | InvalidOffer] = []
     for item in items:
         try:
-            results.append(validate(item, max_price))
+            results.append(validate(item, max_price, config_version))
         except InvalidOffer as exc:
             results.append(exc)
     return results

@@ -59,7 +59,11 @@ CATALOGUE = [
         observation("https://a.test/p/mug", "1E+2", currency="JPY"),
         observation("https://b.test/item/9", "0.10", sku="B-9", name="Spoon, small"),
     ],
-    [observation("https://a.test/p/kettle", "17.00", 60, sku="KET-1")],
+    [
+        observation(
+            "https://a.test/p/kettle", "17.00", 60, sku="KET-1", config_version="0f1e2d3c4b5a"
+        )
+    ],
     [observation("https://a.test/p/kettle", "17.00", 120, sku="KET-1")],  # unchanged
     [observation("https://a.test/p/kettle", "17.00", 180, sku="KET-1", availability="OutOfStock")],
 ]
@@ -103,6 +107,10 @@ def test_prices_table_history_and_csv(store_url: str) -> None:
         "2026-03-01 15:00:00",
     ]
     assert [r[2] for r in rows] == ["19.99", "17.00", "17.00"]
+    assert rows[1][3:] == ["EUR", "InStock", "published", "0f1e2d3c4b5a", "https://a.test/p/kettle"]
+    as_csv = scrapy("prices", "--history", "KET-1", "--csv", store=store_url)
+    changes = list(csv.DictReader(io.StringIO(as_csv.stdout)))
+    assert [c["config_version"] for c in changes] == ["", "0f1e2d3c4b5a", ""]
     assert rows[0][3:] == ["EUR", "24.50", "InStock", "published", "https://a.test/p/kettle"]
     assert rows[-1][3:] == ["EUR", "OutOfStock", "published", "https://a.test/p/kettle"]
     exported = scrapy("prices", "--csv", store=store_url)

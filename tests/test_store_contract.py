@@ -81,6 +81,28 @@ async def test_first_observation_is_a_change_and_a_product(store: Store) -> None
     assert (row.config_version, row.raw_hash) == ("v3", "19.99|EUR|24.99|InStock")
     [change] = await store.history("https://shop.test/p/1")
     assert (change.price, change.observed_at, change.sku) == (Decimal("19.99"), T0, "SKU-1")
+    assert change.config_version == "v3"
+
+
+async def test_every_change_and_hold_keeps_the_config_version_that_observed_it(
+    store_url: str,
+) -> None:
+    from pricewatch.quarantine import QuarantineConfig
+
+    url = "https://shop.test/p/1"
+    async with store_from_url(store_url, quarantine=QuarantineConfig()) as store:
+        await store.write([obs(url, "10.00", T0, config_version="aaaaaaaaaaaa")])
+        await store.write([obs(url, "11.00", T0 + timedelta(minutes=1))])  # an older crawl
+        await store.write(
+            [obs(url, "99.00", T0 + timedelta(minutes=2), config_version="bbbbbbbbbbbb")]
+        )  # held: ratio_up
+        history = await store.history(url)
+        [held] = await store.quarantine(url)
+    assert [(h.price, h.config_version) for h in history] == [
+        (Decimal("10.00"), "aaaaaaaaaaaa"),
+        (Decimal("11.00"), None),
+    ]
+    assert (held.status, held.config_version) == ("held", "bbbbbbbbbbbb")
 
 
 async def test_history_records_changes_only(store: Store) -> None:

@@ -5,9 +5,11 @@
   published ones (status ``published``) and those the store did not publish at once
   (:mod:`pricewatch.quarantine`): ``held (reason)`` waiting for a confirming fetch,
   ``confirmed (reason)`` published by the fetch that confirmed it, ``rejected (reason)``
-  never published.
+  never published. Each row names the config version of the crawl that observed it
+  (:mod:`pricewatch.configversion`; empty for rows stored before it was recorded).
 - ``scrapy prices --history URL_OR_SKU --csv``: the same rows as CSV with a header
-  (``observed_at, price, currency, regular_price, availability, status, reason, url``),
+  (``observed_at, price, currency, regular_price, availability, status, reason, url,
+  config_version``),
   times ISO-8601 UTC, prices the decimal text as stored.
 - ``scrapy prices --csv [--domain D]``: the latest offers as CSV with a header on standard
   output (``url, domain, sku, name, price, currency, regular_price, availability,
@@ -57,6 +59,7 @@ HISTORY_HEADER = (
     "regular",
     "availability",
     "status",
+    "config",
     "url",
 )
 NUMERIC = {"price", "regular"}
@@ -69,6 +72,7 @@ HISTORY_CSV_COLUMNS = (
     "status",
     "reason",
     "url",
+    "config_version",
 )
 
 
@@ -195,6 +199,7 @@ class Command(ScrapyCommand):
                         status,
                         reason,
                         csv_cell(c.url),
+                        c.config_version or "",
                     )
                 )
             return 0
@@ -206,6 +211,7 @@ class Command(ScrapyCommand):
                 _money_cell(c.regular_price),
                 c.availability or "",
                 status,
+                c.config_version or "",
                 c.url,
             )
             for c, status in timeline

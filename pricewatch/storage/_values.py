@@ -152,7 +152,7 @@ class Columns:
         )
 
     def change(self, r: Sequence[Any]) -> ChangeRow:
-        return ChangeRow(**self._change_fields(r))
+        return ChangeRow(**self._change_fields(r), config_version=r[8])
 
     def held(self, r: Sequence[Any]) -> HeldRow:
         return HeldRow(
@@ -161,6 +161,7 @@ class Columns:
             status=r[9],
             attempt=r[10],
             resolved_at=None if r[11] is None else self.time(r[11]),
+            config_version=r[12],
         )
 
     def _change_fields(self, r: Sequence[Any]) -> dict[str, Any]:

@@ -39,7 +39,8 @@ class Observation:
     availability: str | None = None
     name: str | None = None
     source: str | None = None
-    config_version: str | None = None  # version of the seed entry's config that produced it
+    # The configuration that produced it (pricewatch/configversion.py).
+    config_version: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +117,9 @@ class ChangeRow:
     availability: str | None
     observed_at: datetime
     raw_hash: str
+    # The configuration of the crawl that observed it; None for rows from before it was
+    # recorded (pricewatch/configversion.py).
+    config_version: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)

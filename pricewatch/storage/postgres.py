@@ -146,9 +146,10 @@ WITH s AS (
     SELECT * FROM {STAGING} WHERE round = $1
 ), history AS (
     INSERT INTO price_changes AS c
-        (url, sku, price, currency, regular_price, availability, raw_hash, observed_at)
+        (url, sku, price, currency, regular_price, availability, raw_hash, observed_at,
+         config_version)
     SELECT s.url, s.sku, s.price, s.currency, s.regular_price, s.availability, s.raw_hash,
-           s.observed_at
+           s.observed_at, s.config_version
     FROM s LEFT JOIN products p ON p.url = s.url
     WHERE p.url IS NULL
        OR (s.raw_hash <> p.raw_hash AND s.observed_at > p.last_checked_at)
@@ -233,8 +234,8 @@ LEFT JOIN price_quarantine d ON d.url = o.url AND d.observed_at = o.observed_at
 """
 _INSERT_HOLD = """
 INSERT INTO price_quarantine (url, sku, price, currency, regular_price, availability,
-    raw_hash, observed_at, reason, status, attempt, resolved_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+    raw_hash, observed_at, reason, status, attempt, resolved_at, config_version)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 ON CONFLICT (url, observed_at) DO NOTHING
 """
 _CLOSE_HOLD = """
@@ -242,7 +243,7 @@ UPDATE price_quarantine SET status = $1, resolved_at = $2 WHERE url = $3 AND sta
 """
 _QUARANTINE_COLUMNS = """
 SELECT url, sku, price, currency, regular_price, availability, observed_at, raw_hash, reason,
-       status, attempt, resolved_at
+       status, attempt, resolved_at, config_version
 FROM price_quarantine"""
 _QUARANTINE_ALL = f"{_QUARANTINE_COLUMNS} ORDER BY observed_at, url"
 _QUARANTINE_ONE = f"""{_QUARANTINE_COLUMNS}
@@ -257,7 +258,8 @@ _LATEST = f"SELECT {_PRODUCT_COLUMNS} FROM products ORDER BY url"
 _LATEST_DOMAIN = f"SELECT {_PRODUCT_COLUMNS} FROM products WHERE domain = $1 ORDER BY url"
 # By url, or by the sku of the products (a UNION, so that both sides use an index).
 _HISTORY = """
-SELECT url, sku, price, currency, regular_price, availability, observed_at, raw_hash
+SELECT url, sku, price, currency, regular_price, availability, observed_at, raw_hash,
+       config_version
 FROM price_changes
 WHERE url IN (SELECT $1::text UNION SELECT url FROM products WHERE sku = $1)
 ORDER BY observed_at, url
@@ -594,6 +596,7 @@ class PostgresStore(Store):
                         status,
                         verdict.attempt,
                         None if status == HELD else obs.observed_at,
+                        obs.config_version,
                     )
                 )
                 if status == HELD:

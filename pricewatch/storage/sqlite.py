@@ -74,7 +74,7 @@ _SELECT_PRODUCT = (
 )
 _INSERT_CHANGE = (
     "INSERT INTO price_changes (url, sku, price, currency, regular_price, availability,"
-    " raw_hash, observed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    " raw_hash, observed_at, config_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (url, observed_at) DO NOTHING"
 )
 _INSERT_PRODUCT = (
@@ -94,15 +94,15 @@ _OPEN_HOLD = (
 )
 _INSERT_HOLD = (
     "INSERT INTO price_quarantine (url, sku, price, currency, regular_price, availability,"
-    " raw_hash, observed_at, reason, status, attempt, resolved_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " raw_hash, observed_at, config_version, reason, status, attempt, resolved_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _CLOSE_HOLD = (
     "UPDATE price_quarantine SET status = ?, resolved_at = ? WHERE url = ? AND status = 'held'"
 )
 _QUARANTINE_COLUMNS = (
     "url, sku, price, currency, regular_price, availability, observed_at, raw_hash, reason,"
-    " status, attempt, resolved_at"
+    " status, attempt, resolved_at, config_version"
 )
 _QUARANTINE_ALL = f"SELECT {_QUARANTINE_COLUMNS} FROM price_quarantine ORDER BY observed_at, url"
 _QUARANTINE_ONE = (
@@ -117,8 +117,9 @@ _LATEST_DOMAIN = (
     f"SELECT {_PRODUCT_COLUMNS} FROM products WHERE domain = ? AND url > ? ORDER BY url LIMIT ?"
 )
 _HISTORY = (
-    "SELECT url, sku, price, currency, regular_price, availability, observed_at, raw_hash"
-    " FROM price_changes WHERE url IN (SELECT ? UNION SELECT url FROM products WHERE sku = ?)"
+    "SELECT url, sku, price, currency, regular_price, availability, observed_at, raw_hash,"
+    " config_version FROM price_changes"
+    " WHERE url IN (SELECT ? UNION SELECT url FROM products WHERE sku = ?)"
     " ORDER BY observed_at, url"
 )
 _MIGRATIONS_TABLE = (
@@ -134,7 +135,7 @@ def _optional_text(value: Decimal | None) -> str | None:
 def _change_row(obs: Observation) -> tuple[Any, ...]:
     """The values a ``price_changes`` or ``price_quarantine`` row starts with, in the order
     of their columns (url, sku, price, currency, regular_price, availability, raw_hash,
-    observed_at)."""
+    observed_at, config_version)."""
     return (
         obs.url,
         obs.sku,
@@ -144,6 +145,7 @@ def _change_row(obs: Observation) -> tuple[Any, ...]:
         obs.availability,
         obs.raw_hash,
         iso_utc(obs.observed_at),
+        obs.config_version,
     )
 
 
