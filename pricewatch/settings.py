@@ -330,6 +330,10 @@ PRICEWATCH_STORE_RETRY_MAX_DELAY = 60.0
 # Seconds closing the crawl keeps retrying the last writes. What is still unwritten then
 # is not acknowledged: its leases expire and the next run fetches those SKUs again.
 PRICEWATCH_STORE_CLOSE_TIMEOUT = 30.0
+# Seconds of continuous frontier outage (every claim failing) after which the crawl ends
+# (finish reason frontier_unavailable, exit code 4) rather than retrying forever; its
+# unacknowledged leases expire and the next run fetches those SKUs again.
+PRICEWATCH_FRONTIER_OUTAGE_TIMEOUT = 600.0
 # Seconds of continuous store outage after which the crawl ends (finish reason
 # store_unavailable) rather than hanging a cron job; raise it for long maintenance windows.
 PRICEWATCH_STORE_OUTAGE_TIMEOUT = 600.0

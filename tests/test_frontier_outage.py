@@ -72,3 +72,43 @@ def test_redis_restart_midway_loses_nothing(private_redis: PrivateRedis, tmp_pat
         assert sum(c.inflight + c.dead + c.retired for c in counts) == 0
     finally:
         shop.stop()
+
+
+@pytest.mark.timeout(120)
+def test_frontier_down_for_good_ends_the_crawl_with_exit_code_4(
+    private_redis: PrivateRedis, tmp_path: Path
+) -> None:
+    # A cron crawl whose frontier goes away and stays away ends by itself after
+    # PRICEWATCH_FRONTIER_OUTAGE_TIMEOUT (instead of retrying forever), says why, and
+    # stores nothing it could not acknowledge as if it had.
+    shop = SandboxProcess(sandbox_args(port=0, seed=9, shops=2, products=30, latency="200-400"))
+    try:
+        urls = shop.urls()
+        env = scrapy_env(tmp_path, PRICEWATCH_FRONTIER_URL=private_redis.url)
+        (tmp_path / "seeds.txt").write_text("\n".join(urls) + "\n")
+        assert scrapy(tmp_path, "seed", "seeds.txt", env=env).returncode == 0
+        crawl = start_scrapy(
+            tmp_path, "crawl", "products",
+            "-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False",
+            "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=1", "-s", "PRICEWATCH_FRONTIER_CLAIM_BATCH=2",
+            "-s", "PRICEWATCH_MAX_OUTSTANDING=4",
+            "-s", "PRICEWATCH_FRONTIER_OUTAGE_TIMEOUT=3",
+            env=env,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if sum(h["requests"] for h in shop.stats()["hosts"].values()) >= 4:
+                break
+            time.sleep(0.05)
+        private_redis.stop()
+        stopped = time.monotonic()
+        _, err = crawl.communicate(timeout=90)
+        took = time.monotonic() - stopped
+        assert crawl.returncode == 4, err[-3000:]
+        assert "Frontier unreachable for more than 3s" in err
+        assert took < 60, f"the crawl took {took:.0f}s to give up"
+        stats: dict[str, Any] = json.loads((tmp_path / "stats.json").read_text())
+        assert stats["finish_reason"] == "frontier_unavailable"
+        assert "frontier unreachable for more than 3s" in stats["pricewatch/run/error"]
+    finally:
+        shop.stop()

@@ -22,11 +22,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, Spider
-from scrapy.exceptions import DownloadCancelledError, DownloadTimeoutError, IgnoreRequest
+from scrapy.exceptions import (
+    CloseSpider,
+    DownloadCancelledError,
+    DownloadTimeoutError,
+    IgnoreRequest,
+)
 from scrapy.http import Response
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils._compression import _DecompressionMaxSizeExceeded
@@ -46,6 +52,7 @@ from pricewatch.items import OfferItem
 from pricewatch.leases import CrawlResources
 from pricewatch.meta import LEASE_META
 from pricewatch.outcomes import Outcome
+from pricewatch.runs import end_run
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -88,6 +95,7 @@ class ProductSpider(Spider):
         spider.claim_batch = settings.getint("PRICEWATCH_FRONTIER_CLAIM_BATCH")
         spider.poll_interval = settings.getfloat("PRICEWATCH_FRONTIER_POLL_INTERVAL")
         spider.max_outstanding = max_outstanding(settings)
+        spider.frontier_outage_timeout = settings.getfloat("PRICEWATCH_FRONTIER_OUTAGE_TIMEOUT")
         spider.domain_currency = {
             host.lower(): code.upper()
             for host, code in settings.getdict("PRICEWATCH_DOMAIN_CURRENCY").items()
@@ -99,12 +107,18 @@ class ProductSpider(Spider):
         ):
             if value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
+        if not spider.frontier_outage_timeout > 0:
+            raise ValueError(
+                "PRICEWATCH_FRONTIER_OUTAGE_TIMEOUT must be > 0, got "
+                f"{spider.frontier_outage_timeout}"
+            )
         spider.resources = CrawlResources.of(crawler)
         return spider
 
     claim_batch: int
     poll_interval: float
     max_outstanding: int
+    frontier_outage_timeout: float
     domain_currency: dict[str, str]
     rules: Rules | None
     resources: CrawlResources
@@ -115,6 +129,7 @@ class ProductSpider(Spider):
         if reaped:
             logger.info("Returned %d expired leases to the schedule", reaped)
         failures = 0
+        down_since = 0.0
         settled = self.resources.settled
         while True:
             room = self.max_outstanding - self.resources.fetching
@@ -134,6 +149,10 @@ class ProductSpider(Spider):
                     continue
                 failures = 0
             except FrontierUnavailable as exc:
+                if failures == 0:
+                    down_since = time.monotonic()
+                elif time.monotonic() - down_since > self.frontier_outage_timeout:
+                    raise self._frontier_gone(exc) from exc
                 failures += 1
                 delay = min(_FRONTIER_RETRY[0] * 2**failures, _FRONTIER_RETRY[1])
                 self.crawler.stats.inc_value("pricewatch/frontier/claim_failed")
@@ -157,6 +176,23 @@ class ProductSpider(Spider):
             # Cron mode: the claim started after every lease of this crawl was completed
             # and found nothing it could claim.
             return
+
+    def _frontier_gone(self, exc: FrontierUnavailable) -> CloseSpider:
+        """The frontier has refused every claim for longer than the outage timeout: end
+        the crawl (exit code 4) instead of retrying forever. Leases not acknowledged
+        expire and are fetched again by the next run."""
+        logger.error(
+            "Frontier unreachable for more than %.0fs: ending the crawl; %d leases not "
+            "acknowledged (they will be fetched again)",
+            self.frontier_outage_timeout,
+            self.resources.outstanding,
+        )
+        return end_run(
+            self.crawler,
+            "frontier_unavailable",
+            f"frontier unreachable for more than {self.frontier_outage_timeout:g}s; "
+            f"last error: {exc}",
+        )
 
     @staticmethod
     async def _wait(event: asyncio.Event, seconds: float) -> None:
