@@ -23,6 +23,7 @@ test: install
 
 lint: install
 	$(BIN)/ruff check pricewatch tests bench
+	$(BIN)/ruff format --check pricewatch tests bench
 	$(BIN)/mypy pricewatch
 
 bench: install

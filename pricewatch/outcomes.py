@@ -12,4 +12,3 @@ class Outcome(StrEnum):
     GONE = "gone"  # 404 / 410
     ERROR = "error"  # network error, timeout, 5xx after retries
     SKIPPED = "skipped"  # robots.txt, open circuit: not fetched, rescheduled
-

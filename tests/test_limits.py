@@ -54,9 +54,7 @@ def test_bombs_huge_pages_and_trickles_end_as_errors(hostile: Any, tmp_path: Pat
     urls = {s["host"]: hostile.urls(host=s["host"])[:2] for s in hostile.shops}
     add_raw(tmp_path, [u for group in urls.values() for u in group])
     started = time.monotonic()
-    proc = scrapy(
-        tmp_path, "crawl", "products", *FAST, "-s", "DOWNLOAD_TIMEOUT=2", timeout=90
-    )
+    proc = scrapy(tmp_path, "crawl", "products", *FAST, "-s", "DOWNLOAD_TIMEOUT=2", timeout=90)
     assert proc.returncode == 6, proc.stderr[-3000:]  # every fetch ended in error
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["finish_reason"] == "finished"
@@ -81,9 +79,7 @@ def test_extract_refuses_a_gzip_bomb_url(hostile: Any, tmp_path: Path) -> None:
     assert "too_large" in proc.stderr and "DOWNLOAD_MAXSIZE" in proc.stderr
 
 
-def test_extract_refuses_a_huge_page_without_content_length(
-    hostile: Any, tmp_path: Path
-) -> None:
+def test_extract_refuses_a_huge_page_without_content_length(hostile: Any, tmp_path: Path) -> None:
     proc = extract(tmp_path, hostile.urls(host=hostile.shops[2]["host"])[0])
     assert proc.returncode == 1
     assert "too_large" in proc.stderr

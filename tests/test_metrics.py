@@ -130,9 +130,7 @@ def test_a_crawl_serves_per_domain_outcomes_and_frontier_gauges(
         assert len(per_domain) == len(shop.shops)
         assert samples[("pricewatch_leases_outstanding", ())] == 0
         assert samples[("pricewatch_frontier_next_due_seconds", ())] > 0
-        assert all(
-            v == 0 for (name, _), v in samples.items() if name == "pricewatch_breaker_open"
-        )
+        assert all(v == 0 for (name, _), v in samples.items() if name == "pricewatch_breaker_open")
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)

@@ -114,7 +114,7 @@ def test_report_reads_both_backends(store_url: str, tmp_path: Path) -> None:
     cells = [c.split(">", 1)[1] for c in run.split("</td>")[:-1]]
     # pid, status, ok, no_price, blocked, gone, error, skipped, breaker, 429, 429 rate, no-price
     assert cells == ["4242", "finished", "8", "2", "3", "0", "0", "5", "1", "3", "25.0 %", "15.4 %"]
-    assert "<h3>Frontier</h3>\n<p class=\"note\">Not read: no frontier at" in health
+    assert '<h3>Frontier</h3>\n<p class="note">Not read: no frontier at' in health
 
 
 def test_report_shows_the_frontier(

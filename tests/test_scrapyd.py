@@ -211,7 +211,7 @@ def test_a_scrapyd_node_crawls_into_redis_and_postgresql(
                 break
             assert time.monotonic() < deadline, jobs
             time.sleep(0.5)
-        log = (tmp_path / "node" / "logs" / "pricewatch" / "products" / f"{job['jobid']}.log")
+        log = tmp_path / "node" / "logs" / "pricewatch" / "products" / f"{job['jobid']}.log"
         text = log.read_text()
         assert "PRICEWATCH_FRONTIER_URL: redis://" in text, text[-3000:]
         assert "PRICEWATCH_STORE_URL: postgresql://" in text

@@ -73,9 +73,7 @@ def shop(sandbox: Any) -> Any:
     return sandbox
 
 
-def test_a_url_no_request_can_be_built_from_fails_its_sku_alone(
-    shop: Any, tmp_path: Path
-) -> None:
+def test_a_url_no_request_can_be_built_from_fails_its_sku_alone(shop: Any, tmp_path: Path) -> None:
     host = shop.shops[0]["host"]
     bad = [f"http://{host}:99999/x", f"http://{host}:-1/y", f"http://{host}:80:80/z"]
     good = shop.urls(host=host)[:5]

@@ -40,4 +40,3 @@ class HelpFormatter(ScrapyHelpFormatter):
 
 def use_help_formatter(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = HelpFormatter
-

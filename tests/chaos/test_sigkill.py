@@ -58,9 +58,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(
     shop: SandboxProcess, backends: tuple[str, str], tmp_path: Path
 ) -> None:
     frontier_url, store_url = backends
-    env = scrapy_env(
-        tmp_path, PRICEWATCH_FRONTIER_URL=frontier_url, PRICEWATCH_STORE_URL=store_url
-    )
+    env = scrapy_env(tmp_path, PRICEWATCH_FRONTIER_URL=frontier_url, PRICEWATCH_STORE_URL=store_url)
     urls = shop.urls()
     (tmp_path / "seeds.txt").write_text("\n".join(urls) + "\n")
     assert scrapy(tmp_path, "seed", "seeds.txt", env=env).returncode == 0
