@@ -18,6 +18,7 @@ Settings:
 
 Pages rendered in the browser (scrapy-playwright) are checked on their URL and each
 redirect Scrapy sees; what the browser itself resolves and loads afterwards is not.
+``scrapy extract URL`` checks its URL and every redirect it follows with :func:`refused`.
 """
 
 from __future__ import annotations
@@ -72,6 +73,20 @@ def non_public_kind(address: IPAddress) -> str | None:
     return "reserved"  # shared (100.64/10), documentation, benchmarking, …
 
 
+def refused(
+    host: str, address: IPAddress, allowed: tuple[IPNetwork, ...]
+) -> DestinationRefused | None:
+    """Why ``host``, resolved to ``address``, may not be fetched; None when it may."""
+    kind = non_public_kind(address)
+    if kind is None or any(address in network for network in allowed):
+        return None
+    return DestinationRefused(
+        f"{host} is {address} ({kind}), not a public address and not in "
+        "PRICEWATCH_ALLOWED_NETWORKS",
+        kind,
+    )
+
+
 class DestinationMiddleware:
     """See the module docstring."""
 
@@ -99,7 +114,7 @@ class DestinationMiddleware:
             address = await self._resolve(host)
             if address is None:
                 return  # not resolvable: the download fails with the DNS error
-            refusal = self._verdict(host, address)
+            refusal = refused(host, address, self.allowed)
             if len(self._verdicts) >= _CACHE_SIZE:
                 self._verdicts.clear()
             self._verdicts[host] = refusal
@@ -109,16 +124,6 @@ class DestinationMiddleware:
             self._stats.inc_value("pricewatch/destination/refused")
             self._stats.inc_value(f"pricewatch/destination/refused/{refusal.kind}")
             raise DestinationRefused(f"{request.url}: {refusal.reason}", refusal.kind)
-
-    def _verdict(self, host: str, address: IPAddress) -> DestinationRefused | None:
-        kind = non_public_kind(address)
-        if kind is None or any(address in network for network in self.allowed):
-            return None
-        return DestinationRefused(
-            f"{host} is {address} ({kind}), not a public address and not in "
-            "PRICEWATCH_ALLOWED_NETWORKS",
-            kind,
-        )
 
     @staticmethod
     async def _resolve(host: str) -> IPAddress | None:

@@ -8,6 +8,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -111,3 +114,63 @@ def test_unreadable_input_exits_1(
 def test_one_argument_required() -> None:
     with pytest.raises(UsageError):
         command().run([], argparse.Namespace(url=None))
+
+
+class _Redirector(BaseHTTPRequestHandler):
+    """``/page``: the product page; ``/to?<url>``: a redirect to ``<url>``."""
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/to?"):
+            self.send_response(302)
+            self.send_header("Location", self.path.split("?", 1)[1])
+            self.end_headers()
+            return
+        body = PAGE.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def redirector() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Redirector)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# The test's server is allowed; the rest of loopback is not, like any private address.
+ONLY_THE_SERVER = {"PRICEWATCH_ALLOWED_NETWORKS": "127.0.0.1/32"}
+
+
+def test_url_fetch_follows_a_redirect_to_an_allowed_address(redirector: str) -> None:
+    result = run(f"{redirector}/to?{redirector}/page", env=ONLY_THE_SERVER)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["price"] == "49.00"
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        pytest.param("http://127.0.0.2:9/page", id="url-itself"),
+        pytest.param("/to?http://127.0.0.2:9/latest/meta-data", id="redirect"),
+        pytest.param("/to?http://169.254.169.254/latest/meta-data", id="redirect-to-metadata"),
+    ],
+)
+def test_url_fetch_refuses_non_public_destinations(redirector: str, target: str) -> None:
+    # As the crawl does (pricewatch/destinations.py): nothing is sent to the refused host.
+    url = redirector + target if target.startswith("/") else target
+    result = run(url, env=ONLY_THE_SERVER)
+    assert result.returncode == 1
+    assert "destination refused" in result.stderr
+    assert "not in PRICEWATCH_ALLOWED_NETWORKS" in result.stderr
+    assert result.stdout == ""

@@ -11,22 +11,29 @@ The crawl's limits hold here too: a page over ``DOWNLOAD_MAXSIZE`` bytes (after 
 decompression, for a URL or a ``.gz`` file) and a fetch longer than ``DOWNLOAD_TIMEOUT``
 seconds in total (a server trickling its page) end with exit code 1 and the reason
 (``too_large``, ``timeout``) on stderr; over ``DOWNLOAD_WARNSIZE`` a warning is printed.
+A URL, or a redirect, to a non-public address outside ``PRICEWATCH_ALLOWED_NETWORKS`` is
+refused (exit code 1), as the crawl refuses it.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
+import socket
 import sys
 import time
 import urllib.request
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from pricewatch.destinations import IPNetwork, allowed_networks, refused
+from pricewatch.exceptions import DestinationRefused
 from pricewatch.extract import extract_offer, load_rules
 
 EXIT_NO_PRICE = 2
@@ -61,11 +68,16 @@ class Command(ScrapyCommand):
             rules = load_rules(self.settings.get("PRICEWATCH_EXTRACT_RULES_FILE"))
             if target.startswith(("http://", "https://")):
                 user_agent = self.settings.get("USER_AGENT") or "pricewatch"
-                body, url = _fetch(target, user_agent, limits)
+                allowed = allowed_networks(self.settings.getlist("PRICEWATCH_ALLOWED_NETWORKS"))
+                body, url = _fetch(target, user_agent, limits, allowed)
                 url = opts.url or url
             else:
                 body = _read_file(Path(target), limits)
                 url = opts.url or Path(target).resolve().as_uri()
+        except DestinationRefused as exc:
+            print(f"extract: destination refused: {exc}", file=sys.stderr)
+            self.exitcode = 1
+            return
         except (OSError, ValueError, EOFError, zlib.error) as exc:
             print(f"extract: {exc}", file=sys.stderr)
             self.exitcode = 1
@@ -142,14 +154,48 @@ def _read_file(path: Path, limits: _Limits) -> bytes:
     return body.bytes()
 
 
-def _fetch(url: str, user_agent: str, limits: _Limits) -> tuple[bytes, str]:
+def _check_destination(url: str, allowed: tuple[IPNetwork, ...]) -> None:
+    """Refuse ``url`` (DestinationRefused) when its host resolves to a non-public address
+    outside ``allowed``, as the crawl would; a host that does not resolve is left to the
+    fetch's own DNS error."""
+    host = urlsplit(url).hostname or ""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return
+    for info in infos:
+        address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
+        refusal = refused(host, address, allowed)
+        if refusal is not None:
+            raise refusal
+
+
+class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to a destination the crawl may reach."""
+
+    def __init__(self, allowed: tuple[IPNetwork, ...]) -> None:
+        self.allowed = allowed
+
+    def redirect_request(  # type: ignore[no-untyped-def]
+        self, req, fp, code, msg, headers, newurl
+    ):
+        _check_destination(newurl, self.allowed)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _fetch(
+    url: str, user_agent: str, limits: _Limits, allowed: tuple[IPNetwork, ...]
+) -> tuple[bytes, str]:
     """GET ``url`` within ``limits``: the whole fetch, trickled or not, ends by the deadline
-    (checked as data arrives; a silent server fails after ``timeout`` of silence)."""
+    (checked as data arrives; a silent server fails after ``timeout`` of silence). The URL
+    and every redirect must lead to an address the crawl may reach (``allowed``)."""
     deadline = time.monotonic() + limits.timeout
+    _check_destination(url, allowed)
     request = urllib.request.Request(
         url, headers={"User-Agent": user_agent, "Accept-Encoding": "gzip"}
     )
-    with urllib.request.urlopen(request, timeout=limits.timeout) as response:
+    opener = urllib.request.build_opener(_CheckedRedirects(allowed))
+    with opener.open(request, timeout=limits.timeout) as response:
         gzipped = response.headers.get("Content-Encoding", "").lower() == "gzip"
         body = _Body(limits.maxsize, gzipped)
         while data := response.read1(65536):
