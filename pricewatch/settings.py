@@ -436,6 +436,7 @@ EXTENSIONS = {
     "pricewatch.startup.StartupReport": 10,
     "pricewatch.progress.Progress": 600,
     "pricewatch.metrics.Metrics": 700,
+    "pricewatch.watchdog.ReactorWatchdog": 800,
     "pricewatch.extensions.StatsFile": 500,
 }
 # Where StatsFile writes the run's record (JSON: status, exit code, the one-line error,
@@ -457,3 +458,12 @@ PRICEWATCH_METRICS_ENABLED = False
 PRICEWATCH_METRICS_HOST = "127.0.0.1"
 PRICEWATCH_METRICS_PORT = "9410-9417"
 PRICEWATCH_METRICS_INTERVAL = 15.0
+# The reactor watchdog (pricewatch/watchdog.py): a timer every INTERVAL seconds measures how
+# late the event loop runs (stats pricewatch/watchdog/lag_p50_ms, lag_p99_ms, lag_max_ms);
+# when it has not run for THRESHOLD seconds, a thread samples what the loop is running and
+# logs a WARNING naming it, at most once per LOG_INTERVAL seconds. Raise THRESHOLD on a
+# machine so loaded that half-second stalls are normal; ENABLED = False turns it off.
+PRICEWATCH_WATCHDOG_ENABLED = True
+PRICEWATCH_WATCHDOG_INTERVAL = 0.1
+PRICEWATCH_WATCHDOG_THRESHOLD = 0.5
+PRICEWATCH_WATCHDOG_LOG_INTERVAL = 60.0
