@@ -17,7 +17,9 @@ Settings:
   are not public, e.g. ``["127.0.0.0/8"]`` for the sandbox.
 
 Pages rendered in the browser (scrapy-playwright) are checked on their URL and each
-redirect Scrapy sees; what the browser itself resolves and loads afterwards is not.
+redirect Scrapy sees; what the page then loads in the browser is checked with
+:func:`refused` by :class:`pricewatch.browser.blocking.ResourceBlocker` (Playwright's
+routing does not see redirects Chromium follows inside one request).
 ``scrapy extract URL`` checks its URL and every redirect it follows with :func:`refused`.
 """
 

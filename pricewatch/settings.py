@@ -169,7 +169,8 @@ PRICEWATCH_FALLBACK_TOLERANCE = 0.01
 # of plain HTTP): those listed here, and those learned (a static fetch found no price, the
 # page showed client-side rendering, a browser retry found one), remembered in the frontier
 # backend. BrowserAddon sets PLAYWRIGHT_LAUNCH_OPTIONS (when unset: a system Chromium, else
-# Playwright's own) and PLAYWRIGHT_ABORT_REQUEST (when unset: the PRICEWATCH_BROWSER_BLOCK_*).
+# Playwright's own) and PLAYWRIGHT_ABORT_REQUEST (when unset: the PRICEWATCH_BROWSER_BLOCK_*
+# and PRICEWATCH_ALLOWED_NETWORKS; an operator's own predicate replaces both checks).
 # SettingsCheck (pricewatch/startup.py) refuses, before anything is built, a setting value a
 # crawl cannot run with (one line: the setting, the value, what is allowed, where it came
 # from); it runs last so that it sees what the other add-ons set.

@@ -13,11 +13,15 @@ import asyncio
 import json
 import signal
 import sqlite3
+import threading
 import time
+from collections import Counter
 from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 from scrapy.settings import Settings
 
@@ -411,3 +415,78 @@ def test_dom_wait_reads_only_the_products_region(tmp_path: Path, sandbox_factory
     assert stats["pricewatch/browser/offer/dom"] == len(urls)
     assert "pricewatch/browser/wait_timeout" not in stats
     assert_matches_truth(stored(tmp_path), shop.truth(), urls, full=False)
+
+
+class _Counting(BaseHTTPRequestHandler):
+    """A product page that loads a script and calls an API on another address
+    (``self.server.other``); every path served is counted in ``self.server.hits``."""
+
+    def do_GET(self) -> None:
+        self.server.hits[self.path] += 1  # type: ignore[attr-defined]
+        other = self.server.other  # type: ignore[attr-defined]
+        if self.path.startswith("/p/"):
+            body = (
+                "<html><head><script type='application/ld+json'>"
+                '{"@type": "Product", "name": "Kettle", "sku": "K1", "offers": {"@type": '
+                '"Offer", "price": "24.90", "priceCurrency": "EUR", "availability": '
+                '"https://schema.org/InStock"}}</script>'
+                f"<script src='{other}/probe.js'></script></head><body><h1>Kettle</h1>"
+                "<p class='price'>24,90 €</p>"
+                f"<script>fetch('{other}/api/probe').catch(() => null)</script></body></html>"
+            ).encode()
+            content_type = "text/html"
+        elif self.path == "/robots.txt":
+            body, content_type = b"", "text/plain"
+        else:
+            body, content_type = b"/* probe */", "application/javascript"
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def _serve(address: str, other: str = "") -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer((address, 0), _Counting)
+    server.hits = Counter()  # type: ignore[attr-defined]
+    server.other = other  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize(
+    ("allowed", "probed"),
+    [
+        pytest.param("127.0.0.1/32", False, id="other-address-refused"),
+        pytest.param("127.0.0.0/8", True, id="other-address-allowed"),
+    ],
+)
+def test_browser_subrequests_go_only_where_the_crawl_may(
+    tmp_path: Path, allowed: str, probed: bool
+) -> None:
+    # The page (127.0.0.1) makes the browser load a script from, and call an API on,
+    # 127.0.0.2: outside PRICEWATCH_ALLOWED_NETWORKS nothing reaches it, the page's
+    # own price is still read; allowed, both requests arrive (the test can fail).
+    probe = _serve("127.0.0.2")
+    shop = _serve("127.0.0.1", other=f"http://127.0.0.2:{probe.server_address[1]}")
+    try:
+        env = scrapy_env(tmp_path, PRICEWATCH_ALLOWED_NETWORKS=allowed)
+        url = f"http://127.0.0.1:{shop.server_address[1]}/p/1"
+        seed(env, [url])
+        stats = crawl(tmp_path, env, "PRICEWATCH_JS_DOMAINS=127.0.0.1")
+        assert stats["pricewatch/outcome/ok"] == 1
+        assert stored(tmp_path)[url][:2] == ("24.90", "EUR")
+        hits = dict(probe.hits)  # type: ignore[attr-defined]
+        if probed:
+            assert hits.get("/probe.js") == 1 and hits.get("/api/probe") == 1, hits
+        else:
+            assert hits == {}
+            assert "Browser request refused: 127.0.0.2 is 127.0.0.2 (loopback)" in stats["_log"]
+            assert stats["playwright/request_count/aborted"] >= 2
+    finally:
+        for server in (shop, probe):
+            server.shutdown()
+            server.server_close()

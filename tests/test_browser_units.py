@@ -3,9 +3,12 @@ resource blocking, browser discovery, the addon's wiring and the router's decisi
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
 import os
 import stat
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -229,11 +232,54 @@ def test_addon_keeps_the_operators_choices(tmp_path: Path) -> None:
     assert settings.get("PLAYWRIGHT_ABORT_REQUEST") == "my.module.abort"
 
 
-def test_addon_blocks_nothing_when_both_lists_are_empty() -> None:
+def test_addon_blocks_no_resource_when_both_lists_are_empty_but_checks_destinations() -> None:
     settings = _addon_settings(
-        PRICEWATCH_BROWSER_BLOCK_RESOURCES=[], PRICEWATCH_BROWSER_BLOCK_URLS=[]
+        PRICEWATCH_BROWSER_BLOCK_RESOURCES=[],
+        PRICEWATCH_BROWSER_BLOCK_URLS=[],
+        PRICEWATCH_ALLOWED_NETWORKS=["10.20.0.0/16"],
     )
-    assert not settings.get("PLAYWRIGHT_ABORT_REQUEST")
+    blocker = settings.get("PLAYWRIGHT_ABORT_REQUEST")
+    assert isinstance(blocker, ResourceBlocker)
+    assert not blocker.blocks("http://shop/vendor/tagmanager/gtm.js", "image")
+    assert blocker.allowed == (ipaddress.ip_network("10.20.0.0/16"),)
+
+
+class _BrowserRequest:
+    """What the predicate reads of a Playwright request."""
+
+    def __init__(self, url: str, resource_type: str = "script", main: bool = False) -> None:
+        self.url = url
+        self.resource_type = resource_type
+        self.frame = SimpleNamespace(parent_frame=None if main else object())
+        self._main = main
+
+    def is_navigation_request(self) -> bool:
+        return self._main
+
+
+@pytest.mark.parametrize(
+    ("url", "main", "aborted"),
+    [
+        pytest.param("http://169.254.169.254/latest/meta-data/", False, True, id="metadata-xhr"),
+        pytest.param("http://10.1.2.3/admin", False, True, id="private-script"),
+        pytest.param("http://127.0.0.2:8080/x.js", False, True, id="loopback-not-allowed"),
+        pytest.param("http://169.254.169.254/", True, True, id="page-navigates-to-metadata"),
+        pytest.param("http://10.20.0.7/api/offer", False, False, id="allowed-network"),
+        pytest.param("http://93.184.215.14/app.js", False, False, id="public-address"),
+        pytest.param("data:text/plain,hello", False, False, id="data-url"),
+        pytest.param("http://no-such-host.invalid/x.js", False, False, id="unresolvable"),
+    ],
+)
+def test_blocker_keeps_the_browser_where_the_crawl_may_go(
+    url: str, main: bool, aborted: bool
+) -> None:
+    blocker = ResourceBlocker([], [], allowed=[ipaddress.ip_network("10.20.0.0/16")])
+    assert asyncio.run(blocker(_BrowserRequest(url, main=main))) is aborted
+
+
+def test_blocker_without_networks_checks_no_destination() -> None:
+    blocker = ResourceBlocker([], [])
+    assert asyncio.run(blocker(_BrowserRequest("http://10.1.2.3/admin"))) is False
 
 
 # --- the router -----------------------------------------------------------------------------

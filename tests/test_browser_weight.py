@@ -49,7 +49,7 @@ async def _load(browser: Any, sb: Sandbox, url: str, host: str, *, block: bool) 
             await skip_favicon(page, None)
 
             async def route(r: Any) -> None:
-                await (r.abort() if blocker(r.request) else r.continue_())
+                await (r.abort() if await blocker(r.request) else r.continue_())
 
             await page.route("**", route)
         sb.reset_stats()

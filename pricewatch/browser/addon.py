@@ -8,7 +8,8 @@ settings freeze it:
   there, crawls that never need a browser still run, and a crawl with
   ``PRICEWATCH_JS_DOMAINS`` fails at start with an error naming the three options;
 - sets ``PLAYWRIGHT_ABORT_REQUEST`` when unset, to a :class:`ResourceBlocker` built from
-  ``PRICEWATCH_BROWSER_BLOCK_RESOURCES`` and ``PRICEWATCH_BROWSER_BLOCK_URLS``;
+  ``PRICEWATCH_BROWSER_BLOCK_RESOURCES``, ``PRICEWATCH_BROWSER_BLOCK_URLS`` and
+  ``PRICEWATCH_ALLOWED_NETWORKS`` (the browser goes only where the crawl may);
 - registers :class:`~pricewatch.browser.router.BrowserRouter` as an extension.
 
 The download handlers themselves are in ``settings.py`` (``DOWNLOAD_HANDLERS``,
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from pricewatch.browser.blocking import ResourceBlocker
 from pricewatch.browser.discovery import BrowserNotFound, launch_options
+from pricewatch.destinations import allowed_networks
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -66,10 +68,10 @@ class BrowserAddon:
         if not settings.get("PLAYWRIGHT_ABORT_REQUEST"):
             types = [t for t in settings.getlist("PRICEWATCH_BROWSER_BLOCK_RESOURCES") if t.strip()]
             urls = [u for u in settings.getlist("PRICEWATCH_BROWSER_BLOCK_URLS") if u.strip()]
-            if types or urls:
-                settings.set(
-                    "PLAYWRIGHT_ABORT_REQUEST", ResourceBlocker(types, urls), priority="addon"
-                )
+            allowed = allowed_networks(settings.getlist("PRICEWATCH_ALLOWED_NETWORKS"))
+            settings.set(
+                "PLAYWRIGHT_ABORT_REQUEST", ResourceBlocker(types, urls, allowed), priority="addon"
+            )
         from pricewatch.browser.router import BrowserRouter
 
         settings.set_in_component_priority_dict("EXTENSIONS", BrowserRouter, 100)
