@@ -71,6 +71,20 @@ VISIBLE = [
         id="monthly-shipping-related-excluded",
     ),
     pytest.param(
+        "<h1>Wasserkocher</h1><div class='preis'><b>44,99 €</b></div>"
+        "<div class='info'><span>Preis inkl. Versand:</span> <strong>49,89 €</strong></div>",
+        "44.99",
+        None,
+        id="de-price-with-shipping-excluded",
+    ),
+    pytest.param(
+        "<h1>Czajnik</h1><div class='cena'><b>199,00 zł</b></div>"
+        "<div class='info'><span>Cena z dostawą:</span> <strong>214,99 zł</strong></div>",
+        "199.00",
+        None,
+        id="pl-price-with-delivery-excluded",
+    ),
+    pytest.param(
         "<h1>Kettle Deluxe</h1><div class='price'>$12<sup>99</sup></div>",
         "12.99",
         None,
@@ -302,3 +316,15 @@ def test_disabled_cart_button_overrides_markup_stock(buttons: str, state: str) -
     )
     offer = extract_offer(shop(body), "https://shop.example.de/p")
     assert offer is not None and offer.availability == state
+
+
+def test_a_price_including_shipping_is_never_the_price() -> None:
+    # The product's own price carries no currency sign; the only text with one is the
+    # total with shipping (Hebrew "price including shipping"), which must not win.
+    body = (
+        "<html lang='he'><body><h1>מיטה זוגית</h1><div class='price-new'><span>רק</span>"
+        "<span>1,679</span></div><div class='price-tax'><span>מחיר כולל משלוח: </span>"
+        "<strong>1,718 ₪</strong></div></body></html>"
+    )
+    offer = extract_offer(body, "https://shop.example.co.il/Prod/1/")
+    assert offer is not None and offer.price == Decimal("1679")

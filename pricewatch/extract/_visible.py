@@ -90,7 +90,9 @@ _CONTEXT_REGULAR = re.compile(
 _CONTEXT_EXCLUDE = re.compile(
     r"per month|/\s?mo\b|/\s?month|a month|monthly|monat|par mois|al mese|al mes|"
     r"installment|instalment|\braten?\b|finanz|\d\s?x\s?\d|\bx\s?\d|shipping|delivery|"
-    r"versand|livraison|spedizione|envío|envio|porto|\bsave\b|sparen|économ|risparmi|"
+    r"versand|livraison|spedizione|envío|envio|porto|frete|verzending|bezorg|wysyłk|"
+    r"dostaw|doprav|doručen|frakt|fragt|toimitus|доставк|kargo|משלוח|شحن|"
+    r"\bsave\b|sparen|économ|risparmi|"
     r"ahorra|economize|\boff\b|%|per kg|/\s?kg|/\s?l\b|/\s?100|per 100|je kg|pro kg|"
     r"\bpro\b|\bje\b|/\s?st|grundpreis|unit price|prix unitaire|prezzo unitario|"
     r"\bfrom\b|\bab\b|à partir|a partire|desde|\bod\b|\bvon\b|starting|"
