@@ -290,6 +290,28 @@ PRICEWATCH_FRONTIER_RETIRE_UNSEEN = 0
 # commit without holding the domain back. Keep it >= CONCURRENT_REQUESTS_PER_DOMAIN x
 # workers, or lower it to hold several workers on one shop to less than their sum.
 PRICEWATCH_DOMAIN_MAX_INFLIGHT = 64
+# -- Frontier: a request budget (pricewatch/frontier/budget.py has the estimator and the
+# allocation). Requests per hour per domain (site): the schedule spreads them over the
+# domain's SKUs to maximise importance-weighted freshness (Cho & Garcia-Molina's optimal
+# allocation from each SKU's estimated change rate). 0 = no budget: the velocity schedule
+# above. The interval bounds, failure backoff, health and Retry-After still apply.
+PRICEWATCH_BUDGET = 0.0
+# Per-domain budgets (requests per hour) that override PRICEWATCH_BUDGET, e.g.
+# {"shop.example": 2000}; 0 for a domain leaves it on the velocity schedule.
+PRICEWATCH_BUDGET_DOMAINS: dict[str, float] = {}
+# What a new SKU is assumed to do until its fetches say otherwise: changes per day, and
+# how many changes that prior weighs (more: estimates move more slowly away from it).
+PRICEWATCH_BUDGET_PRIOR_RATE = 4.0
+PRICEWATCH_BUDGET_PRIOR_WEIGHT = 0.5
+# Fetches after which an old observation weighs 1/e in a SKU's rate estimate: lower
+# re-estimates a rate shift (a sale starts) sooner, with noisier estimates.
+PRICEWATCH_BUDGET_MEMORY = 8.0
+# Seconds between two reallocations of a domain's budget (a scan of its SKUs' estimates;
+# ~1 s per million SKUs). Every completion already plans from its SKU's latest estimate.
+PRICEWATCH_BUDGET_REALLOCATE = 600.0
+# Planned intervals are spread by +-this share (0..0.5), so SKUs planned alike do not
+# fall due together.
+PRICEWATCH_BUDGET_JITTER = 0.1
 # Redis frontier: the key namespace (the hash tag of every key, pricewatch:{NAMESPACE}:...),
 # so several catalogues can share one Redis (or one Redis Cluster slot each).
 PRICEWATCH_FRONTIER_REDIS_NAMESPACE = "pw"

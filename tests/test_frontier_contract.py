@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from pricewatch.frontier import Completion, Entry, Frontier, Lease
+from pricewatch.frontier import Completion, Entry, Frontier, Lease, budget
 from pricewatch.outcomes import Outcome
 from tests.fixtures.redis import MakeFrontier
 
@@ -614,3 +614,94 @@ async def test_stats_count_what_happened(make_frontier: MakeFrontier) -> None:
         "pricewatch/frontier/reaped": 2,
         "pricewatch/frontier/dead": 2,
     }
+
+
+# -- the request budget ---------------------------------------------------------------------
+
+
+async def test_a_budget_plans_each_interval_from_its_rate_and_importance(
+    make_frontier: MakeFrontier,
+) -> None:
+    """The first claim allocates the budget (from the prior rates) and leases carry the
+    domain's multiplier; each completion plans its SKU's interval from it, the same on
+    every backend; the planned rates add up to the budget."""
+    frontier = await make_frontier(
+        budget=3600.0, min_interval=1, max_interval=10**6, health_weight=0, jitter=0.1
+    )
+    await frontier.add([Entry(url, importance=1.0 + i) for i, url in enumerate(urls("a.test", 8))])
+    await frontier.add(entries(urls("b.test", 2)))
+    leases = await claim_all(frontier)
+    assert {lease.domain for lease in leases} == {"a.test", "b.test"}
+    mus = {lease.domain: lease.mu for lease in leases}
+    assert all(mu > 0 for mu in mus.values())
+    allocations = await frontier.allocations()
+    assert {d: mu for d, (mu, _) in allocations.items()} == pytest.approx(mus)
+    before = time.time()
+    await frontier.complete([Completion(lease, Outcome.OK) for lease in leases])
+    policy = frontier.policy
+    planned_rate = 0.0
+    for lease in leases:
+        planned = budget.planned_interval(
+            policy.prior_rate, lease.importance, lease.mu, 1, 10**6
+        ) * budget.jitter(lease.url, 1, 0.1)
+        assert await delay_after(frontier, lease, before) == pytest.approx(planned, abs=1)
+        if lease.domain == "a.test":
+            planned_rate += 3600 / planned
+    assert planned_rate == pytest.approx(3600, rel=0.15)  # 8 SKUs: +-10 % of jitter
+    # Allocated once per PRICEWATCH_BUDGET_REALLOCATE: a second pass finds nothing stale.
+    assert await frontier.reallocate() == {}
+    assert set(await frontier.reallocate(force=True)) == {"a.test", "b.test"}
+    assert frontier.stats["pricewatch/frontier/reallocated"] == 4
+
+
+async def test_fetches_update_the_rate_estimate(make_frontier: MakeFrontier) -> None:
+    frontier = await make_frontier(budget=100.0, min_interval=0)
+    await frontier.add(entries(urls("a.test", 1)))
+    [lease] = await frontier.claim(1)
+    assert (lease.rate_changes, lease.rate_exposure, lease.observed_at) == (0, 0, 0)
+    await frontier.complete([Completion(lease, Outcome.OK)])
+    first = await frontier.entry(lease.url)
+    assert first is not None
+    prior = frontier.policy.prior_weight
+    assert first.rate_changes == prior
+    assert first.rate_exposure == pytest.approx(prior / frontier.policy.prior_rate)
+    assert first.observed_at == pytest.approx(time.time(), abs=2)
+    await frontier.requeue_domain("a.test")
+    await asyncio.sleep(0.05)
+    [lease] = await frontier.claim(1)
+    assert lease.observed_at == pytest.approx(first.observed_at, abs=1e-6)
+    await frontier.complete([Completion(lease, Outcome.OK, changed=True)])
+    second = await frontier.entry(lease.url)
+    assert second is not None
+    keep = 1 - 1 / frontier.policy.rate_memory
+    assert second.rate_changes == pytest.approx(prior * keep + 1)
+    assert second.observed_at > first.observed_at
+    # A page without a price says nothing about the price: the estimate stays.
+    await frontier.requeue_domain("a.test")
+    [lease] = await frontier.claim(1)
+    await frontier.complete([Completion(lease, Outcome.NO_PRICE)])
+    third = await frontier.entry(lease.url)
+    assert third is not None
+    assert (third.rate_changes, third.rate_exposure, third.observed_at) == pytest.approx(
+        (second.rate_changes, second.rate_exposure, second.observed_at)
+    )
+
+
+async def test_without_a_budget_nothing_is_allocated(make_frontier: MakeFrontier) -> None:
+    frontier = await make_frontier(interval=1000, min_interval=0, velocity_weight=0)
+    await frontier.add(entries(urls("a.test", 2)))
+    leases = await frontier.claim(2)
+    assert [lease.mu for lease in leases] == [0.0, 0.0]
+    assert await frontier.reallocate(force=True) == {}
+    now = time.time()
+    await frontier.complete([Completion(lease, Outcome.OK) for lease in leases])
+    for lease in leases:
+        assert await delay_after(frontier, lease, now) == pytest.approx(1000, abs=5)
+
+
+async def test_a_domain_budget_overrides_the_default(make_frontier: MakeFrontier) -> None:
+    frontier = await make_frontier(budget=100.0, budget_domains={"b.test": 0.0})
+    await frontier.add(entries(urls("a.test", 2), urls("b.test", 2)))
+    leases = await claim_all(frontier)
+    assert {lease.domain: lease.mu > 0 for lease in leases} == {"a.test": True, "b.test": False}
+    assert set(await frontier.reallocate(force=True)) == {"a.test"}

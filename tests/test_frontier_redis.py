@@ -242,3 +242,38 @@ async def test_claims_return_the_url_in_its_canonical_form(frontier: RedisFronti
         "https://b.test/tls?q=%C3%A9",
         "https://c.test/Upper",
     ]
+
+
+async def test_records_of_an_older_release_gain_the_rate_estimate(
+    frontier: RedisFrontier, client: aioredis.Redis
+) -> None:
+    """Records written before the budget have 9 fields: they read as "no estimate yet" and
+    get the estimate's fields at their next completion; a 10th field that is not a number
+    is malformed."""
+    await frontier.add([Entry("https://a.test/p/0"), Entry("https://a.test/p/1")])
+    old, bad = entry_id("https://a.test/p/0"), entry_id("https://a.test/p/1")
+    await client.eval(  # type: ignore[misc]
+        "redis.call('HSET', KEYS[1], ARGV[1], cmsgpack.pack({ARGV[3], '', 2, 0, 0, 0, 7, 3, 100}))"
+        "\nredis.call('HSET', KEYS[1], ARGV[2],"
+        " cmsgpack.pack({ARGV[4], '', 1, 0, 0, 0, 0, 0, 100, 'x'}))",
+        1,
+        frontier.keys.entries,
+        old,
+        bad,
+        pack_url("https://a.test/p/0"),
+        pack_url("https://a.test/p/1"),
+    )
+    [lease] = await frontier.claim(10)
+    assert (lease.url, lease.checks, lease.changes, lease.importance) == (
+        "https://a.test/p/0",
+        7,
+        3,
+        2.0,
+    )
+    assert (lease.rate_changes, lease.rate_exposure, lease.observed_at) == (0, 0, 0)
+    await frontier.complete([Completion(lease, Outcome.OK)])
+    info = await frontier.entry(lease.url)
+    assert info is not None and info.checks == 8
+    assert info.rate_changes == frontier.policy.prior_weight
+    assert info.observed_at == pytest.approx(lease.deadline - frontier.policy.lease_ttl)
+    assert frontier.stats["pricewatch/frontier/malformed"] == 1

@@ -73,7 +73,10 @@ def test_next_due_time(
 def test_counters_move_with_outcomes() -> None:
     history = History(failures=2, gone=1, checks=3, changes=1, seen_at=5.0)
     ok = transition(POLICY, history, done(Outcome.OK, changed=True), NOW, 1.0)
-    assert ok.history == History(failures=0, gone=0, checks=4, changes=2, seen_at=NOW)
+    assert ok.history[:5] == History(failures=0, gone=0, checks=4, changes=2, seen_at=NOW)[:5]
+    # The first observation starts the rate estimate from the prior.
+    assert ok.history.observed_at == NOW
+    assert ok.history.rate_changes == POLICY.prior_weight
     assert ok.health_sample == 1.0
     no_price = transition(POLICY, history, done(Outcome.NO_PRICE, changed=True), NOW, 1.0)
     assert (no_price.history.checks, no_price.history.changes) == (4, 1)  # no offer, no change

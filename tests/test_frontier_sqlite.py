@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pricewatch.frontier import Entry, FrontierUnavailable, SchedulePolicy
+from pricewatch.frontier import Completion, Entry, FrontierUnavailable, SchedulePolicy
 from pricewatch.frontier.sqlite import SQLiteFrontier
+from pricewatch.outcomes import Outcome
 
 WORKER = textwrap.dedent(
     """
@@ -94,3 +95,41 @@ async def test_the_file_shares_a_database_with_other_tables(tmp_path: Path) -> N
             row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
         }
     assert tables == {"products", "frontier_entries", "frontier_domains"}
+
+
+async def test_a_file_of_an_older_release_gains_the_budget_columns(tmp_path: Path) -> None:
+    """A frontier file made before the budget (no rate estimate, no allocation columns)
+    is migrated on open: its entries keep their history and start without an estimate."""
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(
+            """
+            CREATE TABLE frontier_entries (
+                url TEXT PRIMARY KEY, domain TEXT NOT NULL, sku TEXT,
+                importance REAL NOT NULL DEFAULT 1.0, due_at REAL NOT NULL, lease_token TEXT,
+                lease_until REAL, attempts INTEGER NOT NULL DEFAULT 0,
+                failures INTEGER NOT NULL DEFAULT 0, gone_count INTEGER NOT NULL DEFAULT 0,
+                change_count INTEGER NOT NULL DEFAULT 0, checks INTEGER NOT NULL DEFAULT 0,
+                seen_at REAL NOT NULL, state TEXT NOT NULL DEFAULT 'scheduled',
+                state_reason TEXT
+            ) WITHOUT ROWID;
+            CREATE TABLE frontier_domains (
+                domain TEXT PRIMARY KEY, paused_until REAL NOT NULL DEFAULT 0,
+                health REAL NOT NULL DEFAULT 1.0
+            ) WITHOUT ROWID;
+            INSERT INTO frontier_entries (url, domain, due_at, checks, change_count, seen_at)
+                VALUES ('https://a.test/1', 'a.test', 0, 9, 4, 0);
+            INSERT INTO frontier_domains (domain) VALUES ('a.test');
+            """
+        )
+    policy = SchedulePolicy(budget=100.0)
+    async with SQLiteFrontier(f"sqlite:///{path}", policy) as frontier:
+        [lease] = await frontier.claim(5)
+        assert (lease.checks, lease.changes) == (9, 4)
+        assert (lease.rate_changes, lease.rate_exposure, lease.observed_at) == (0, 0, 0)
+        assert lease.mu > 0  # allocated from the prior rate
+        await frontier.complete([Completion(lease, Outcome.OK)])
+        info = await frontier.entry(lease.url)
+        assert info is not None and info.rate_changes == policy.prior_weight

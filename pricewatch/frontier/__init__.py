@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from pricewatch._urls import mask_password, scheme
@@ -54,6 +55,13 @@ def policy_from_settings(settings: BaseSettings) -> SchedulePolicy:
         health_alpha=settings.getfloat("PRICEWATCH_FRONTIER_HEALTH_ALPHA"),
         retire_unseen=settings.getfloat("PRICEWATCH_FRONTIER_RETIRE_UNSEEN"),
         domain_max_inflight=settings.getint("PRICEWATCH_DOMAIN_MAX_INFLIGHT"),
+        budget=settings.getfloat("PRICEWATCH_BUDGET"),
+        budget_domains=_budgets(settings.getdict("PRICEWATCH_BUDGET_DOMAINS")),
+        prior_rate=settings.getfloat("PRICEWATCH_BUDGET_PRIOR_RATE") / 86400.0,
+        prior_weight=settings.getfloat("PRICEWATCH_BUDGET_PRIOR_WEIGHT"),
+        rate_memory=settings.getfloat("PRICEWATCH_BUDGET_MEMORY"),
+        reallocate=settings.getfloat("PRICEWATCH_BUDGET_REALLOCATE"),
+        jitter=settings.getfloat("PRICEWATCH_BUDGET_JITTER"),
     )
     for name in ("interval", "lease_ttl", "retry_delay"):
         if getattr(policy, name) <= 0:
@@ -89,7 +97,50 @@ def policy_from_settings(settings: BaseSettings) -> SchedulePolicy:
         raise ValueError(
             f"PRICEWATCH_DOMAIN_MAX_INFLIGHT must be >= 0, got {policy.domain_max_inflight}"
         )
+    check_budget(policy)
     return policy
+
+
+def _budgets(raw: dict[object, object]) -> dict[str, float]:
+    out = {}
+    for domain, value in raw.items():
+        try:
+            out[str(domain)] = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ValueError(
+                "PRICEWATCH_BUDGET_DOMAINS must map domains to budgets >= 0, got "
+                f"{value!r} for {domain!r}"
+            ) from None
+    return out
+
+
+def check_budget(policy: SchedulePolicy) -> None:
+    """Raise ``ValueError`` naming the budget setting that is out of range."""
+    if not (math.isfinite(policy.budget) and policy.budget >= 0):
+        raise ValueError(f"PRICEWATCH_BUDGET must be >= 0, got {policy.budget}")
+    for domain, value in policy.budget_domains.items():
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(
+                f"PRICEWATCH_BUDGET_DOMAINS must map domains to budgets >= 0, got {value} "
+                f"for {domain!r}"
+            )
+    checks = (
+        ("PRICEWATCH_BUDGET_PRIOR_RATE", policy.prior_rate * 86400.0, policy.prior_rate > 0),
+        ("PRICEWATCH_BUDGET_PRIOR_WEIGHT", policy.prior_weight, policy.prior_weight > 0),
+        ("PRICEWATCH_BUDGET_MEMORY", policy.rate_memory, policy.rate_memory >= 1),
+        ("PRICEWATCH_BUDGET_REALLOCATE", policy.reallocate, policy.reallocate > 0),
+        ("PRICEWATCH_BUDGET_JITTER", policy.jitter, 0 <= policy.jitter <= 0.5),
+    )
+    bounds = {
+        "PRICEWATCH_BUDGET_PRIOR_RATE": "> 0",
+        "PRICEWATCH_BUDGET_PRIOR_WEIGHT": "> 0",
+        "PRICEWATCH_BUDGET_MEMORY": ">= 1",
+        "PRICEWATCH_BUDGET_REALLOCATE": "> 0",
+        "PRICEWATCH_BUDGET_JITTER": "in [0, 0.5]",
+    }
+    for name, value, ok in checks:
+        if not (ok and math.isfinite(value)):
+            raise ValueError(f"{name} must be {bounds[name]}, got {value}")
 
 
 def frontier_from_url(

@@ -63,6 +63,9 @@ class Counters(TypedDict):
     checks: int
     changes: int
     seen_at: float
+    rate_changes: float
+    rate_exposure: float
+    observed_at: float
 
 
 def counters(
@@ -74,6 +77,9 @@ def counters(
     checks: Any,
     changes: Any,
     seen_at: Any,
+    rate_changes: Any = 0.0,
+    rate_exposure: Any = 0.0,
+    observed_at: Any = 0.0,
 ) -> Counters:
     """An entry's stored counters, typed (Redis answers text, SQLite numbers)."""
     return Counters(
@@ -85,6 +91,9 @@ def counters(
         checks=int(checks),
         changes=int(changes),
         seen_at=float(seen_at),
+        rate_changes=float(rate_changes),
+        rate_exposure=float(rate_exposure),
+        observed_at=float(observed_at),
     )
 
 

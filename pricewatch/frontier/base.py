@@ -8,11 +8,13 @@ a crash at any moment loses no SKU: an unacknowledged lease expires and is reape
 from __future__ import annotations
 
 import abc
+import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from pricewatch import settings as defaults
+from pricewatch.frontier.budget import RateState
 from pricewatch.outcomes import Outcome
 
 
@@ -44,6 +46,13 @@ class Lease:
     changes: int = 0  # of which the stored offer changed
     seen_at: float = 0.0  # epoch seconds of the last successful fetch or (re-)seeding
     health: float = 1.0  # the domain's health (1 = every recent fetch succeeded)
+    # The change-rate estimate (pricewatch.frontier.budget): aged changes and exposure
+    # (seconds), and when the last ok fetch observed the price (0 = never).
+    rate_changes: float = 0.0
+    rate_exposure: float = 0.0
+    observed_at: float = 0.0
+    # The domain's allocation multiplier when the lease was claimed (0 = no allocation).
+    mu: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +96,9 @@ class EntryInfo:
     checks: int = 0
     changes: int = 0
     seen_at: float = 0.0
+    rate_changes: float = 0.0
+    rate_exposure: float = 0.0
+    observed_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +131,26 @@ class SchedulePolicy:
     # Leases being fetched per domain across all workers (0 = no cap): from the claim until
     # release_slots() or complete().
     domain_max_inflight: int = defaults.PRICEWATCH_DOMAIN_MAX_INFLIGHT
+    # The request budget (pricewatch.frontier.budget): requests per hour per domain (0 = no
+    # budget: the velocity schedule above), with overrides per domain.
+    budget: float = defaults.PRICEWATCH_BUDGET
+    budget_domains: Mapping[str, float] = field(default_factory=dict)
+    # The change-rate prior of a new SKU (changes per second, and the changes it counts
+    # for), and the observations after which old ones weigh 1/e.
+    prior_rate: float = defaults.PRICEWATCH_BUDGET_PRIOR_RATE / 86400.0
+    prior_weight: float = defaults.PRICEWATCH_BUDGET_PRIOR_WEIGHT
+    rate_memory: float = defaults.PRICEWATCH_BUDGET_MEMORY
+    # Seconds between two reallocations of a domain's budget; spread of planned intervals.
+    reallocate: float = defaults.PRICEWATCH_BUDGET_REALLOCATE
+    jitter: float = defaults.PRICEWATCH_BUDGET_JITTER
+
+    def budget_for(self, domain: str) -> float:
+        """Requests per hour ``domain`` may take (0: no budget)."""
+        return float(self.budget_domains.get(domain, self.budget))
+
+    @property
+    def budgeted(self) -> bool:
+        return self.budget > 0 or any(v > 0 for v in self.budget_domains.values())
 
     def next_delay(
         self,
@@ -148,13 +180,29 @@ STATS = (
     "pricewatch/frontier/reaped",  # expired leases returned to the schedule
     "pricewatch/frontier/dead",  # entries dead-lettered after too many expired leases
     "pricewatch/frontier/malformed",  # undecodable records set aside (Redis)
+    "pricewatch/frontier/reallocated",  # domains whose budget allocation was recomputed
 )
+
+
+@dataclass(frozen=True, slots=True)
+class RateRow:
+    """One scheduled entry as the budget's allocation sees it."""
+
+    importance: float
+    rate_changes: float
+    rate_exposure: float
+    url: str = ""
+
+    @property
+    def state(self) -> RateState:
+        return RateState(self.rate_changes, self.rate_exposure)
 
 
 class Frontier(abc.ABC):
     """A schedule of recurring fetches. All methods are coroutines; none blocks the loop."""
 
     url: str
+    policy: SchedulePolicy
 
     @property
     def stats(self) -> Counter[str]:
@@ -226,6 +274,75 @@ class Frontier(abc.ABC):
         """Delete every entry of ``domain`` (the only way an entry leaves the frontier).
         Returns how many were deleted."""
         raise NotImplementedError
+
+    # -- the request budget (pricewatch.frontier.budget) -----------------------------------
+
+    async def rate_rows(self, domain: str, *, urls: bool = False) -> list[RateRow]:
+        """The scheduled entries of ``domain`` with what their allocation needs (URLs
+        only when asked: ``scrapy frontier --plan``)."""
+        raise NotImplementedError
+
+    async def allocations(self) -> dict[str, tuple[float, float]]:
+        """Per domain: its allocation multiplier and when it was computed (clock of the
+        backend, epoch seconds)."""
+        raise NotImplementedError
+
+    async def set_allocation(self, domain: str, mu: float) -> None:
+        """Store ``mu`` as ``domain``'s allocation, stamped now; leases claimed from then
+        on plan with it."""
+        raise NotImplementedError
+
+    async def domains(self) -> list[str]:
+        """Every domain the frontier holds."""
+        return [c.domain for c in await self.counts()]
+
+    async def clock(self) -> float:
+        """The backend's clock (epoch seconds): what due times are compared with."""
+        return time.time()
+
+    async def reallocate(self, *, force: bool = False) -> dict[str, float]:
+        """Recompute the allocation of every budgeted domain whose allocation is older than
+        ``PRICEWATCH_BUDGET_REALLOCATE`` (every one with ``force``). Returns the new
+        multipliers. A scan of the domain's estimates, then a bisection over a histogram
+        (:func:`pricewatch.frontier.budget.solve`); several workers may do it at once
+        harmlessly (the last one wins, with the same figures)."""
+        from pricewatch.frontier import budget as alloc
+        from pricewatch.frontier.scoring import prior
+
+        policy = self.policy
+        if not policy.budgeted:
+            return {}
+        now = await self.clock()
+        current = await self.allocations()
+        done: dict[str, float] = {}
+        belief = prior(policy)
+        for domain in await self.domains():
+            per_hour = policy.budget_for(domain)
+            if per_hour <= 0:
+                continue
+            _, at = current.get(domain, (0.0, 0.0))
+            if not force and now - at < policy.reallocate:
+                continue
+            hist = alloc.Histogram()
+            for row in await self.rate_rows(domain):
+                hist.add(alloc.rate(belief, row.state), row.importance)
+            mu = alloc.solve(hist, per_hour / alloc.HOUR, policy.min_interval, policy.max_interval)
+            await self.set_allocation(domain, mu)
+            done[domain] = mu
+        if done:
+            self.stats["pricewatch/frontier/reallocated"] += len(done)
+        return done
+
+    async def _reallocate_if_due(self) -> None:
+        """Called before each claim: reallocate at most once per minute per process, and
+        only the domains whose allocation is older than the setting."""
+        if not self.policy.budgeted:
+            return
+        now = time.monotonic()
+        if now < self.__dict__.get("_realloc_check", 0.0):
+            return
+        self.__dict__["_realloc_check"] = now + min(60.0, self.policy.reallocate)
+        await self.reallocate()
 
     async def __aenter__(self) -> Frontier:
         await self.open()

@@ -10,8 +10,9 @@ key                         type    holds
 ==========================  ======  ===============================================
 ``entries``                 HASH    entry id -> msgpack record (url, its scheme as one
                                     byte; sku, importance, attempts, failures, gone,
-                                    checks, changes, seen_at); the domain is the set
-                                    holding the id
+                                    checks, changes, seen_at, and once fetched the
+                                    change-rate estimate: rate_changes, rate_exposure,
+                                    observed_at); the domain is the set holding the id
 ``sched:<domain>``          ZSET    scheduled entry ids of a domain, by due time
 ``ready``                   ZSET    domains with scheduled entries, by their earliest
                                     due time (or the end of their pause, if later)
@@ -26,6 +27,9 @@ key                         type    holds
 ``retired:<domain>``        ZSET    retired entry ids, by retirement time
 ``dead:<domain>``           ZSET    dead-lettered entry ids, by time
 ``malformed``               HASH    entry id -> the undecodable record, set aside
+``budget``                  HASH    domain -> "mu allocated_at": the multiplier of its
+                                    request budget's allocation, and when it was
+                                    computed (:mod:`pricewatch.frontier.budget`)
 ``browser_domains``         SET     domains learned to need a browser
                                     (:mod:`pricewatch.browser.learned`)
 ==========================  ======  ===============================================
@@ -69,6 +73,7 @@ class Keys:
         self.health = self.prefix + "health"
         self.domains = self.prefix + "domains"
         self.malformed = self.prefix + "malformed"
+        self.budget = self.prefix + "budget"
         self.browser_domains = self.prefix + "browser_domains"  # SET, pricewatch/browser/learned.py
         self.pattern = self.prefix + "*"
 
@@ -85,6 +90,7 @@ class Keys:
             self.domains,
             self.malformed,
             self.domain_fetched,
+            self.budget,
         ]
 
     def sched(self, domain: str) -> str:

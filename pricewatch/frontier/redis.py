@@ -50,10 +50,11 @@ from pricewatch.frontier.base import (
     FrontierConnectionLost,
     FrontierUnavailable,
     Lease,
+    RateRow,
     SchedulePolicy,
 )
 from pricewatch.frontier.keys import Keys, entry_id
-from pricewatch.frontier.scoring import SUCCESSES, History, transition
+from pricewatch.frontier.scoring import SUCCESSES, history_of, transition
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
@@ -61,12 +62,24 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SCRIPTS = ("add", "claim", "release", "complete", "reap", "pause", "requeue", "purge", "entry")
+SCRIPTS = (
+    "add",
+    "claim",
+    "release",
+    "complete",
+    "reap",
+    "pause",
+    "requeue",
+    "purge",
+    "entry",
+    "rates",
+)
 ADD_CHUNK = 1000  # entries per add script call (one call blocks Redis ~ms)
 ADD_PIPELINE = 8  # add script calls per round trip
 COMPLETE_CHUNK = 1000
 REAP_LIMIT = 500  # expired leases returned per script call
 SCAN_LIMIT = 1000  # due domains a claim looks at
+RATES_CHUNK = 5000  # entries per rates script call (a reallocation's scan)
 # Reconnect attempts inside one call before it fails as FrontierConnectionLost (well under
 # a second or two, so the caller's own backoff takes over). Every script is safe to run
 # twice: add, complete and pause are idempotent, and a claim whose reply was lost only
@@ -255,6 +268,7 @@ class RedisFrontier(Frontier):
     async def claim(self, n: int) -> list[Lease]:
         if n <= 0:
             return []
+        await self._reallocate_if_due()
         policy = self.policy
         async with self._guard():
             deadline, rows, malformed, reaped, dead = await self._script(
@@ -274,8 +288,9 @@ class RedisFrontier(Frontier):
         leases = []
         for row in rows:
             (_id, token, url, domain, sku, imp, attempts, fails, gone, checks, changes, seen, h) = (
-                row.split("\t")
+                row.split("\t")[:13]
             )
+            rate_changes, rate_exposure, observed_at, mu = row.split("\t")[13:]
             leases.append(
                 Lease(
                     url=unpack_url(url),
@@ -283,7 +298,20 @@ class RedisFrontier(Frontier):
                     token=token,
                     deadline=until,
                     health=float(h),
-                    **counters(_opt(sku), imp, attempts, fails, gone, checks, changes, seen),
+                    mu=float(mu),
+                    **counters(
+                        _opt(sku),
+                        imp,
+                        attempts,
+                        fails,
+                        gone,
+                        checks,
+                        changes,
+                        seen,
+                        rate_changes,
+                        rate_exposure,
+                        observed_at,
+                    ),
                 )
             )
         self.stats["pricewatch/frontier/claimed"] += len(leases)
@@ -309,14 +337,7 @@ class RedisFrontier(Frontier):
             # The schedule is computed against the Redis clock as of the claim; the script
             # adds the delay to its own TIME.
             claimed_at = lease.deadline - policy.lease_ttl
-            history = History(
-                failures=lease.failures,
-                gone=lease.gone,
-                checks=lease.checks,
-                changes=lease.changes,
-                seen_at=lease.seen_at,
-            )
-            step = transition(policy, history, completion, claimed_at, lease.health)
+            step = transition(policy, history_of(lease), completion, claimed_at, lease.health)
             new = step.history
             items.append(
                 [
@@ -329,6 +350,9 @@ class RedisFrontier(Frontier):
                     new.changes,
                     1 if completion.outcome in SUCCESSES else 0,
                     -1 if step.health_sample is None else step.health_sample,
+                    new.rate_changes,
+                    new.rate_exposure,
+                    new.observed_at,
                 ]
             )
         applied = 0
@@ -422,14 +446,14 @@ class RedisFrontier(Frontier):
             return None
         if row[0] == "malformed":
             return EntryInfo(url=url, domain=domain, state="malformed", due_at=0.0)
-        state, due, stored, sku, imp, attempts, fails, gone, checks, changes, seen = row
+        state, due, stored, sku, *numbers = row
         url = unpack_url(stored)
         return EntryInfo(
             url=url,
             domain=domain,
             state=state,
             due_at=float(due),
-            **counters(_opt(sku), imp, attempts, fails, gone, checks, changes, seen),
+            **counters(_opt(sku), *numbers),
         )
 
     async def requeue_domain(self, domain: str) -> int:
@@ -441,3 +465,53 @@ class RedisFrontier(Frontier):
     async def purge_domain(self, domain: str) -> int:
         async with self._guard():
             return int(await self._script("purge", domain))
+
+    # -- the request budget -----------------------------------------------------------------
+
+    async def rate_rows(self, domain: str, *, urls: bool = False) -> list[RateRow]:
+        out: list[RateRow] = []
+        offset = 0
+        async with self._guard():
+            while True:
+                rows, malformed = await self._script(
+                    "rates", domain, offset, RATES_CHUNK, 1 if urls else 0
+                )
+                self._log_malformed(malformed, "rates")
+                for row in rows:
+                    fields = row.split("\t")
+                    out.append(
+                        RateRow(
+                            float(fields[0]),
+                            float(fields[1]),
+                            float(fields[2]),
+                            unpack_url(fields[3]) if urls else "",
+                        )
+                    )
+                if len(rows) + len(malformed) < RATES_CHUNK:
+                    return out
+                offset += RATES_CHUNK
+
+    async def allocations(self) -> dict[str, tuple[float, float]]:
+        async with self._guard():
+            stored: dict[str, str] = await self.client.hgetall(self.keys.budget)  # type: ignore[misc,assignment]
+        out = {}
+        for domain, value in stored.items():
+            try:
+                mu, at = (float(part) for part in value.split())
+            except ValueError:
+                continue  # rewritten by the next reallocation
+            out[domain] = (mu, at)
+        return out
+
+    async def set_allocation(self, domain: str, mu: float) -> None:
+        async with self._guard():
+            now = await self._now()
+            await self.client.hset(self.keys.budget, domain, f"{mu!r} {now!r}")  # type: ignore[misc]
+
+    async def domains(self) -> list[str]:
+        async with self._guard():
+            return sorted(await self.client.smembers(self.keys.domains))  # type: ignore[arg-type]
+
+    async def clock(self) -> float:
+        async with self._guard():
+            return await self._now()

@@ -12,6 +12,10 @@ failure (``blocked``, ``error``, ``gone``)::
 
     retry_delay * 2 ** (failures - 1) * (1 + health_weight * (1 - health))
 
+under a request budget (``PRICEWATCH_BUDGET``, :mod:`pricewatch.frontier.budget`) a
+success is due again after the interval the domain's allocation plans for the SKU from its
+estimated change rate and importance, spread by the jitter, times the same health factor.
+
 ``skipped`` (robots.txt, open circuit) waits ``retry_delay``. Every delay is clamped to
 ``[min_interval, max_interval]`` (failures: ``max_interval`` only) and ``retry_after`` is
 a floor. An ``ok`` completion with ``confirm_in`` (a held suspicious change to confirm) is
@@ -32,7 +36,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from pricewatch.frontier.base import Completion, SchedulePolicy
+from pricewatch.frontier import budget
+from pricewatch.frontier.base import Completion, Lease, SchedulePolicy
 from pricewatch.outcomes import Outcome
 
 SUCCESSES = frozenset({Outcome.OK, Outcome.NO_PRICE})
@@ -54,6 +59,9 @@ class History(NamedTuple):
     checks: int = 0
     changes: int = 0
     seen_at: float = 0.0
+    rate_changes: float = 0.0
+    rate_exposure: float = 0.0
+    observed_at: float = 0.0
 
 
 class Transition(NamedTuple):
@@ -79,14 +87,19 @@ def next_delay(
     *,
     velocity: float | None = None,
     health: float = 1.0,
+    planned: float | None = None,
 ) -> float:
-    """Seconds from now until the entry is due again (see the module docstring)."""
+    """Seconds from now until the entry is due again (see the module docstring);
+    ``planned``: the budget's interval for the entry (before the health factor)."""
     outcome = completion.outcome
     slowdown = 1.0 + policy.health_weight * (1.0 - min(max(health, 0.0), 1.0))
     if outcome in SUCCESSES:
-        rate = (1.0 if completion.changed else 0.0) if velocity is None else velocity
-        delay = policy.interval / max(completion.lease.importance, 0.01)
-        delay = delay / (1.0 + policy.velocity_weight * rate) * slowdown
+        if planned is not None:
+            delay = planned * slowdown
+        else:
+            rate = (1.0 if completion.changed else 0.0) if velocity is None else velocity
+            delay = policy.interval / max(completion.lease.importance, 0.01)
+            delay = delay / (1.0 + policy.velocity_weight * rate) * slowdown
         delay = min(max(delay, policy.min_interval), policy.max_interval)
         if outcome is Outcome.OK and completion.confirm_in is not None:
             delay = min(max(completion.confirm_in, 0.0), delay)
@@ -110,6 +123,9 @@ def transition(
     outcome = completion.outcome
     failures, gone = history.failures, history.gone
     checks, changes, seen_at = history.checks, history.changes, history.seen_at
+    estimate = budget.RateState(history.rate_changes, history.rate_exposure, history.observed_at)
+    if outcome is Outcome.OK:
+        estimate = budget.observe(prior(policy), estimate, now, completion.changed)
     if outcome in SUCCESSES:
         failures = gone = 0
         checks += 1
@@ -125,7 +141,7 @@ def transition(
     elif outcome is not Outcome.SKIPPED:
         failures += 1
         gone = 0
-    new = History(failures=failures, gone=gone, checks=checks, changes=changes, seen_at=seen_at)
+    new = History(failures, gone, checks, changes, seen_at, *estimate)
     sample = _HEALTH_SAMPLE.get(outcome)
     retired: str | None = None
     if gone >= policy.gone_limit:
@@ -140,8 +156,37 @@ def transition(
     if retired is not None:
         return Transition(new, None, retired, sample)
     rate = velocity(policy, checks, changes)
-    delay = next_delay(policy, completion, failures, velocity=rate, health=health)
+    planned = None
+    lease = completion.lease
+    if lease.mu > 0 and outcome in SUCCESSES and policy.budget_for(lease.domain) > 0:
+        planned = budget.planned_interval(
+            budget.rate(prior(policy), estimate),
+            lease.importance,
+            lease.mu,
+            policy.min_interval,
+            policy.max_interval,
+        ) * budget.jitter(lease.url, checks, policy.jitter)
+    delay = next_delay(policy, completion, failures, velocity=rate, health=health, planned=planned)
     return Transition(new, now + delay, None, sample)
+
+
+def prior(policy: SchedulePolicy) -> budget.RatePrior:
+    """The change-rate prior and ageing of ``policy``."""
+    return budget.RatePrior(policy.prior_rate, policy.prior_weight, policy.rate_memory)
+
+
+def history_of(lease: Lease) -> History:
+    """The history a lease carries (what its completion reschedules from)."""
+    return History(
+        lease.failures,
+        lease.gone,
+        lease.checks,
+        lease.changes,
+        lease.seen_at,
+        lease.rate_changes,
+        lease.rate_exposure,
+        lease.observed_at,
+    )
 
 
 def updated_health(policy: SchedulePolicy, health: float, sample: float | None) -> float:

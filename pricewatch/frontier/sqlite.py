@@ -39,6 +39,7 @@ from pricewatch.frontier.base import (
     FrontierConnectionLost,
     FrontierUnavailable,
     Lease,
+    RateRow,
     SchedulePolicy,
 )
 from pricewatch.frontier.scoring import History, transition, updated_health
@@ -65,6 +66,9 @@ CREATE TABLE IF NOT EXISTS frontier_entries (
     change_count INTEGER NOT NULL DEFAULT 0,
     checks INTEGER NOT NULL DEFAULT 0,
     seen_at REAL NOT NULL,
+    rate_changes REAL NOT NULL DEFAULT 0,
+    rate_exposure REAL NOT NULL DEFAULT 0,
+    observed_at REAL NOT NULL DEFAULT 0,
     state TEXT NOT NULL DEFAULT 'scheduled'
         CHECK (state IN ('scheduled', 'retired', 'dead')),
     state_reason TEXT
@@ -78,9 +82,20 @@ CREATE INDEX IF NOT EXISTS frontier_entries_domain
 CREATE TABLE IF NOT EXISTS frontier_domains (
     domain TEXT PRIMARY KEY,
     paused_until REAL NOT NULL DEFAULT 0,
-    health REAL NOT NULL DEFAULT 1.0
+    health REAL NOT NULL DEFAULT 1.0,
+    mu REAL NOT NULL DEFAULT 0,
+    allocated_at REAL NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 """
+# Columns added since the first release, for files made before them: (table, column, type).
+_ADDED_COLUMNS = (
+    ("frontier_entries", "fetched", "INTEGER NOT NULL DEFAULT 0"),  # release_slots()
+    ("frontier_entries", "rate_changes", "REAL NOT NULL DEFAULT 0"),  # the budget
+    ("frontier_entries", "rate_exposure", "REAL NOT NULL DEFAULT 0"),
+    ("frontier_entries", "observed_at", "REAL NOT NULL DEFAULT 0"),
+    ("frontier_domains", "mu", "REAL NOT NULL DEFAULT 0"),
+    ("frontier_domains", "allocated_at", "REAL NOT NULL DEFAULT 0"),
+)
 
 _ADD = """
 INSERT INTO frontier_entries (url, domain, sku, importance, due_at, seen_at)
@@ -92,7 +107,7 @@ ON CONFLICT (url) DO UPDATE SET
 """
 _READY = """
 SELECT url, domain, sku, importance, due_at, attempts, failures, gone_count, checks,
-       change_count, seen_at
+       change_count, seen_at, rate_changes, rate_exposure, observed_at
 FROM frontier_entries
 WHERE domain = ? AND state = 'scheduled' AND lease_token IS NULL AND due_at <= ?
 ORDER BY due_at
@@ -104,7 +119,7 @@ WHERE domain = ? AND state = 'scheduled' AND lease_token IS NULL
 """
 _ENTRY_COLUMNS = (
     "url, domain, sku, importance, due_at, lease_token, attempts, failures, gone_count, "
-    "checks, change_count, seen_at, state"
+    "checks, change_count, seen_at, rate_changes, rate_exposure, observed_at, state"
 )
 
 
@@ -124,6 +139,16 @@ def interleave(groups: Sequence[Sequence[T]], limit: int) -> list[T]:
             break
         depth += 1
     return out
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Add the columns a file made by an older release lacks (their defaults are what a
+    new entry starts with: no rate estimate yet, no allocation yet)."""
+    for table in {table for table, _, _ in _ADDED_COLUMNS}:
+        have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        for name, column, kind in _ADDED_COLUMNS:
+            if name == table and column not in have:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
 class SQLiteFrontier(Frontier):
@@ -182,11 +207,7 @@ class SQLiteFrontier(Frontier):
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.executescript(SCHEMA)
-            columns = {row[1] for row in conn.execute("PRAGMA table_info(frontier_entries)")}
-            if "fetched" not in columns:  # a file made before release_slots()
-                conn.execute(
-                    "ALTER TABLE frontier_entries ADD COLUMN fetched INTEGER NOT NULL DEFAULT 0"
-                )
+            migrate(conn)
         except BaseException:
             conn.close()
             raise
@@ -233,12 +254,13 @@ class SQLiteFrontier(Frontier):
     async def claim(self, n: int) -> list[Lease]:
         if n <= 0:
             return []
+        await self._reallocate_if_due()
         return await self._run(self._transaction, lambda conn: self._claim_sync(conn, n))
 
     def _claim_sync(self, conn: sqlite3.Connection, n: int) -> list[Lease]:
         now = time.time()
         self._reap_sync(conn, now)
-        room, health = self._due_domains(conn, n, now)
+        room, domains = self._due_domains(conn, n, now)
         picked = self._pick_rows(conn, room, n, now)
         chosen = interleave([rows for rows in picked.values() if rows], n)
         deadline = now + self.policy.lease_ttl
@@ -248,10 +270,14 @@ class SQLiteFrontier(Frontier):
                 domain=domain,
                 token=secrets.token_hex(8),
                 deadline=deadline,
-                health=health.get(domain, 1.0),
-                **counters(sku, imp, attempts, fails, gone, checks, changes, seen),
+                health=domains.get(domain, (1.0, 0.0))[0],
+                mu=domains.get(domain, (1.0, 0.0))[1],
+                # sku, importance, (due_at,) attempts, failures, gone, checks, changes, seen_at,
+                # rate_changes, rate_exposure, observed_at
+                **counters(row[2], row[3], *row[5:]),
             )
-            for url, domain, sku, imp, _due, attempts, fails, gone, checks, changes, seen in chosen
+            for row in chosen
+            for url, domain in [row[:2]]
         ]
         conn.executemany(
             "UPDATE frontier_entries SET lease_token = ?, lease_until = ?, fetched = 0 "
@@ -263,12 +289,13 @@ class SQLiteFrontier(Frontier):
 
     def _due_domains(
         self, conn: sqlite3.Connection, n: int, now: float
-    ) -> tuple[dict[str, int], dict[str, float]]:
+    ) -> tuple[dict[str, int], dict[str, tuple[float, float]]]:
         """The unpaused domains with an entry due, most overdue first, each with the
-        leases it may still take (its per-domain cap); and every domain's health."""
+        leases it may still take (its per-domain cap); and every domain's health and
+        allocation multiplier."""
         cap = self.policy.domain_max_inflight
         domains = conn.execute(
-            "SELECT domain, health FROM frontier_domains WHERE paused_until <= ?", (now,)
+            "SELECT domain, health, mu FROM frontier_domains WHERE paused_until <= ?", (now,)
         ).fetchall()
         inflight = dict(
             conn.execute(
@@ -277,7 +304,7 @@ class SQLiteFrontier(Frontier):
             ).fetchall()
         )
         heads: list[tuple[float, str, int]] = []
-        for domain, _ in domains:
+        for domain, _, _ in domains:
             free = n if cap <= 0 else min(n, cap - inflight.get(domain, 0))
             if free <= 0:
                 continue
@@ -285,7 +312,7 @@ class SQLiteFrontier(Frontier):
             if head is not None and head <= now:
                 heads.append((head, domain, free))
         heads.sort()
-        return {domain: free for _, domain, free in heads}, dict(domains)
+        return {domain: free for _, domain, free in heads}, {d: (h, mu) for d, h, mu in domains}
 
     @staticmethod
     def _pick_rows(
@@ -348,23 +375,22 @@ class SQLiteFrontier(Frontier):
         for completion in completions:
             lease = completion.lease
             row = conn.execute(
-                "SELECT failures, gone_count, checks, change_count, seen_at, domain "
+                "SELECT failures, gone_count, checks, change_count, seen_at, rate_changes, "
+                "rate_exposure, observed_at, domain "
                 "FROM frontier_entries WHERE url = ? AND lease_token = ?",
                 (lease.url, lease.token),
             ).fetchone()
             if row is None:
                 self.stats["pricewatch/frontier/stale"] += 1
                 continue
-            failures, gone, checks, changes, seen_at, domain = row
+            *stored, domain = row
             if domain not in health_cache:
                 found = conn.execute(
                     "SELECT health FROM frontier_domains WHERE domain = ?", (domain,)
                 ).fetchone()
                 health_cache[domain] = found[0] if found else 1.0
             health = health_cache[domain]
-            history = History(
-                failures=failures, gone=gone, checks=checks, changes=changes, seen_at=seen_at
-            )
+            history = History(*stored)
             step = transition(policy, history, completion, now, health)
             health_cache[domain] = updated_health(policy, health, step.health_sample)
             new = step.history
@@ -376,14 +402,11 @@ class SQLiteFrontier(Frontier):
             conn.execute(
                 "UPDATE frontier_entries SET lease_token = NULL, lease_until = NULL, "
                 "fetched = 0, attempts = 0, failures = ?, gone_count = ?, checks = ?, "
-                "change_count = ?, seen_at = ?, due_at = ?, state = ?, state_reason = ? "
+                "change_count = ?, seen_at = ?, rate_changes = ?, rate_exposure = ?, "
+                "observed_at = ?, due_at = ?, state = ?, state_reason = ? "
                 "WHERE url = ?",
                 (
-                    new.failures,
-                    new.gone,
-                    new.checks,
-                    new.changes,
-                    new.seen_at,
+                    *new,
                     due_at,
                     state,
                     step.retired,
@@ -491,13 +514,14 @@ class SQLiteFrontier(Frontier):
         )
         if row is None:
             return None
-        (url, domain, sku, imp, due, token, attempts, fails, gone, checks, changes, seen, st) = row
+        (url, domain, sku, imp, due, token, attempts, fails, gone, checks, changes, *rest) = row
+        *rate, st = rest
         return EntryInfo(
             url=url,
             domain=domain,
             state="inflight" if token is not None else st,
             due_at=due,
-            **counters(sku, imp, attempts, fails, gone, checks, changes, seen),
+            **counters(sku, imp, attempts, fails, gone, checks, changes, *rate),
         )
 
     async def requeue_domain(self, domain: str) -> int:
@@ -526,3 +550,47 @@ class SQLiteFrontier(Frontier):
         cursor = conn.execute("DELETE FROM frontier_entries WHERE domain = ?", (domain,))
         conn.execute("DELETE FROM frontier_domains WHERE domain = ?", (domain,))
         return int(cursor.rowcount)
+
+    # -- the request budget -----------------------------------------------------------------
+
+    async def rate_rows(self, domain: str, *, urls: bool = False) -> list[RateRow]:
+        return await self._run(self._rate_rows_sync, domain, urls)
+
+    def _rate_rows_sync(self, domain: str, urls: bool) -> list[RateRow]:
+        rows = (
+            self._db()
+            .execute(
+                "SELECT importance, rate_changes, rate_exposure, url FROM frontier_entries "
+                "WHERE domain = ? AND state = 'scheduled'",
+                (domain,),
+            )
+            .fetchall()
+        )
+        if urls:
+            return [RateRow(*row) for row in rows]
+        return [RateRow(imp, changes, exposure) for imp, changes, exposure, _ in rows]
+
+    async def allocations(self) -> dict[str, tuple[float, float]]:
+        rows = await self._run(
+            lambda: (
+                self._db()
+                .execute("SELECT domain, mu, allocated_at FROM frontier_domains")
+                .fetchall()
+            )
+        )
+        return {domain: (mu, at) for domain, mu, at in rows}
+
+    async def set_allocation(self, domain: str, mu: float) -> None:
+        await self._run(
+            self._transaction,
+            lambda conn: conn.execute(
+                "UPDATE frontier_domains SET mu = ?, allocated_at = ? WHERE domain = ?",
+                (mu, time.time(), domain),
+            ),
+        )
+
+    async def domains(self) -> list[str]:
+        rows = await self._run(
+            lambda: self._db().execute("SELECT domain FROM frontier_domains").fetchall()
+        )
+        return sorted(domain for (domain,) in rows)

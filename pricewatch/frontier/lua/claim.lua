@@ -7,7 +7,8 @@
 -- lease deadline) with a fresh token in `leases`.
 -- Returns {deadline, leases, malformed ids, reaped, dead-lettered}; each lease is one string of
 -- tab-separated fields: id, token, url, domain, sku, importance, attempts, failures, gone,
--- checks, changes, seen_at, health (add refuses URLs and SKUs with control characters).
+-- checks, changes, seen_at, health, rate_changes, rate_exposure, observed_at, and the domain's
+-- allocation multiplier (0: none) (add refuses URLs and SKUs with control characters).
 local n, ttl, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local token_base, max_attempts = ARGV[5], tonumber(ARGV[6])
 local reap_limit, scan_limit = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -24,6 +25,7 @@ if #due_domains > 0 then
   local held = redis.call('HMGET', K_DOMAIN_INFLIGHT, unpack(due_domains))
   local fetched = redis.call('HMGET', K_DOMAIN_FETCHED, unpack(due_domains))
   local health = redis.call('HMGET', K_HEALTH, unpack(due_domains))
+  local budget = redis.call('HMGET', K_BUDGET, unpack(due_domains))
   for i, d in ipairs(due_domains) do
     if (tonumber(pauses[i] or '0') or 0) > now then
       refresh(d, now)
@@ -34,8 +36,9 @@ if #due_domains > 0 then
       local room = n
       if cap > 0 then room = math.min(n, cap - fetching) end
       if room > 0 then
+        local mu = budget[i] and string.match(budget[i], '^(%S+)') or '0'
         active[#active + 1] = {d = d, room = room, taken = {}, inflight = inflight,
-          health = health[i] or '1'}
+          health = health[i] or '1', mu = mu}
       end
     end
   end
@@ -116,7 +119,8 @@ while more do
       local rec = t[3]
       leases[#leases + 1] = table.concat({t[1], t[2], rec[URL], a.d, rec[SKU], rec[IMPORTANCE],
         rec[ATTEMPTS], rec[FAILURES], rec[GONE], rec[CHECKS], rec[CHANGES], rec[SEEN],
-        a.health}, '\t')
+        a.health, exact(rec[RATE_CHANGES]), exact(rec[RATE_EXPOSURE]), exact(rec[OBSERVED]),
+        a.mu}, '\t')
     end
   end
   depth = depth + 1

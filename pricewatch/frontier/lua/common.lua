@@ -4,6 +4,7 @@
 local K_ENTRIES, K_READY, K_INFLIGHT, K_LEASES = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_DOMAIN_INFLIGHT, K_PAUSED, K_HEALTH = KEYS[5], KEYS[6], KEYS[7]
 local K_DOMAINS, K_MALFORMED, K_DOMAIN_FETCHED = KEYS[8], KEYS[9], KEYS[10]
+local K_BUDGET = KEYS[11]
 local PREFIX = ARGV[1]
 
 local function now_seconds()
@@ -15,11 +16,16 @@ local function sched_key(d) return PREFIX .. 'sched:' .. d end
 local function retired_key(d) return PREFIX .. 'retired:' .. d end
 local function dead_key(d) return PREFIX .. 'dead:' .. d end
 local function fmt(x) return string.format('%.6f', x) end
+local function exact(x) return string.format('%.17g', x) end
 
 -- A record is a msgpack array (its domain is the key of the set holding its id):
--- {url, sku, importance, attempts, failures, gone, checks, changes, seen_at}; seen_at is in
--- whole seconds, rounded up (so "unseen for N seconds" never fires early)
+-- {url, sku, importance, attempts, failures, gone, checks, changes, seen_at, rate_changes,
+-- rate_exposure, observed_at}; seen_at is in whole seconds, rounded up (so "unseen for N
+-- seconds" never fires early). The last three (the change-rate estimate) are written by the
+-- first completion that has them: a record without them (new, or written by an older
+-- release) reads as 0, 0, 0, no estimate yet.
 local URL, SKU, IMPORTANCE, ATTEMPTS, FAILURES, GONE, CHECKS, CHANGES, SEEN = 1, 2, 3, 4, 5, 6, 7, 8, 9
+local RATE_CHANGES, RATE_EXPOSURE, OBSERVED = 10, 11, 12
 
 local function decode(raw)
   if not raw then return nil end
@@ -28,6 +34,13 @@ local function decode(raw)
   if type(rec[URL]) ~= 'string' or rec[URL] == '' or type(rec[SKU]) ~= 'string' then return nil end
   for i = IMPORTANCE, SEEN do
     if type(rec[i]) ~= 'number' then return nil end
+  end
+  for i = RATE_CHANGES, OBSERVED do
+    if rec[i] == nil then
+      rec[i] = 0
+    elseif type(rec[i]) ~= 'number' then
+      return nil
+    end
   end
   return rec
 end

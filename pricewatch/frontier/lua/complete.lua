@@ -1,6 +1,7 @@
 -- complete: ARGV = prefix, health alpha, and a JSON array with one array per completion:
 -- [id, token, delay (seconds from now; < 0 = retire), failures, gone, checks, changes,
---  seen (1 = fetched fine now), health sample (< 0 = none)].
+--  seen (1 = fetched fine now), health sample (< 0 = none), rate_changes, rate_exposure,
+--  observed_at].
 -- A completion whose token is not the entry's current lease is ignored (as is a second
 -- completion of the same lease). Returns {applied, malformed ids, retired}.
 local alpha = tonumber(ARGV[2])
@@ -42,6 +43,7 @@ for j, id in ipairs(mine) do
     local item, d = where[j], doms[j]
     rec[ATTEMPTS] = 0
     rec[FAILURES], rec[GONE], rec[CHECKS], rec[CHANGES] = item[4], item[5], item[6], item[7]
+    rec[RATE_CHANGES], rec[RATE_EXPOSURE], rec[OBSERVED] = item[10], item[11], item[12]
     if item[8] == 1 then rec[SEEN] = math.ceil(now) end
     hargs[#hargs + 1] = id
     hargs[#hargs + 1] = encode(rec)

@@ -1,5 +1,6 @@
 -- entry: ARGV = prefix, id, domain. Returns {} when unknown, {'malformed'} when set aside,
--- else {state, due, url, sku, importance, attempts, failures, gone, checks, changes, seen_at}.
+-- else {state, due, url, sku, importance, attempts, failures, gone, checks, changes, seen_at,
+-- rate_changes, rate_exposure, observed_at}.
 local id, d = ARGV[2], ARGV[3]
 if redis.call('HEXISTS', K_MALFORMED, id) == 1 then return {'malformed'} end
 local rec = decode(redis.call('HGET', K_ENTRIES, id))
@@ -24,4 +25,5 @@ else
   end
 end
 return {state, fmt(due), rec[URL], rec[SKU], fmt(rec[IMPORTANCE]), rec[ATTEMPTS], rec[FAILURES],
-  rec[GONE], rec[CHECKS], rec[CHANGES], fmt(rec[SEEN])}
+  rec[GONE], rec[CHECKS], rec[CHANGES], fmt(rec[SEEN]), exact(rec[RATE_CHANGES]),
+  exact(rec[RATE_EXPOSURE]), exact(rec[OBSERVED])}

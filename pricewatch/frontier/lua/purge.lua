@@ -30,6 +30,7 @@ redis.call('HDEL', K_DOMAIN_INFLIGHT, d)
 redis.call('HDEL', K_DOMAIN_FETCHED, d)
 redis.call('HDEL', K_PAUSED, d)
 redis.call('HDEL', K_HEALTH, d)
+redis.call('HDEL', K_BUDGET, d)
 redis.call('SREM', K_DOMAINS, d)
 redis.call('ZREM', K_READY, d)
 return deleted
