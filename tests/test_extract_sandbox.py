@@ -93,6 +93,8 @@ def test_extract_command_fetches_a_url(
     cmd = Command()
     cmd.settings = Settings()
     cmd.settings.setmodule("pricewatch.settings")
+    # The sandbox is on loopback, which the command refuses unless allowed (as a crawl).
+    cmd.settings.set("PRICEWATCH_ALLOWED_NETWORKS", ["127.0.0.0/8"])
     cmd.run([url], argparse.Namespace(url=None))
     assert cmd.exitcode == 0
     data = json.loads(capsys.readouterr().out)
