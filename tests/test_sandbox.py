@@ -338,6 +338,8 @@ async def test_stats_count_concurrent_requests_in_flight() -> None:
         assert after["requests"] == 20
         assert after["status"] == {"200": 20}
         assert after["paths"] == {urlsplit(url).path: 20}
+        # Per client address: this test's, which sent no cookie.
+        assert after["sources"] == {"127.0.0.1": {"requests": 20, "cookies": {}}}
         assert sb.stats()["hosts"][other]["requests"] == 0
         # Control paths are not counted; a reset zeroes the counters.
         async with client.get(sb.shops[0]["base_url"] + "/_truth") as resp:
@@ -353,6 +355,7 @@ async def test_stats_count_concurrent_requests_in_flight() -> None:
             "first": None,
             "last": None,
             "min_gap": None,
+            "sources": {},
         }
 
 

@@ -3,7 +3,8 @@
 A mode is switched on by ``POST /_control {"host": "127.0.0.3", "mode": NAME, ...params}``
 (or ``--mode HOST=NAME:key=value,...`` on the command line) and lasts ``duration`` seconds
 (forever when omitted). Several modes may be on at once on one host; they are applied in
-the order ``slow``, ``drop``, ``ratelimit``, ``burst503``, ``challenge``, ``gone``.
+the order ``slow``, ``drop``, ``ratelimit``, ``burst503``, ``challenge``, ``gone``,
+``loyalty``.
 
 Modes never touch ``/robots.txt``, the official API (``/api/products/{sku}``) or control
 paths (``/_...``).
@@ -11,14 +12,20 @@ paths (``/_...``).
 =========== ============================================================================
 mode        params (defaults)
 =========== ============================================================================
-ratelimit   ``rate`` requests/s allowed before 429s (0 = storm: every request is 429),
-            ``retry_after`` seconds (1), ``retry_after_format`` ``"seconds"``/``"date"``
+ratelimit   ``rate`` requests per ``window`` seconds (1.0) allowed before 429s (0 = storm:
+            every request is 429), ``retry_after`` seconds (1), ``retry_after_format``
+            ``"seconds"``/``"date"``, ``per_source`` (false): counted per client address
+            (a shop that rate-limits each IP) instead of for the whole host
 burst503    ``burst`` 503s (3) at the start of every ``period`` requests (10),
             ``retry_after`` seconds (none)
 challenge   ``fraction`` of pages (1.0) replaced by a CAPTCHA wall, with ``status`` (200)
 drop        ``fraction`` of requests (1.0) whose connection is closed without a response
 slow        ``delay`` seconds (2.0) before the response
 gone        ``fraction`` of products (0.2) answering ``status`` 404, 410 or ``"mixed"``
+loyalty     a loyalty scheme: ``/login`` (any method) sets the cookie ``cookie``
+            (``"loyalty"``) to a new member token; product pages of HTML shops requested
+            with a valid token show the price less ``discount`` (0.1), also in ``/_truth``
+            (``loyalty_price``)
 =========== ============================================================================
 
 Hostile modes (``bomb``, ``trickle``, ``redirect_loop``, ``huge``, ``malformed``, ``inject``)
@@ -33,20 +40,28 @@ import zlib
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from email.utils import format_datetime
 from typing import Any
 
 from pricewatch.sandbox import _hostile
 
 MODE_PARAMS: dict[str, dict[str, Any]] = {
-    "ratelimit": {"rate": 0.0, "retry_after": 1, "retry_after_format": "seconds"},
+    "ratelimit": {
+        "rate": 0.0,
+        "retry_after": 1,
+        "retry_after_format": "seconds",
+        "window": 1.0,
+        "per_source": False,
+    },
     "burst503": {"burst": 3, "period": 10, "retry_after": None},
     "challenge": {"fraction": 1.0, "status": 200},
     "drop": {"fraction": 1.0},
     "slow": {"delay": 2.0},
     "gone": {"fraction": 0.2, "status": "mixed"},
+    "loyalty": {"cookie": "loyalty", "discount": 0.1},
 }
-ORDER: tuple[str, ...] = ("slow", "drop", "ratelimit", "burst503", "challenge", "gone")
+ORDER: tuple[str, ...] = ("slow", "drop", "ratelimit", "burst503", "challenge", "gone", "loyalty")
 # The hostile pages (gzip bombs, trickles, endless redirects, ...) have their own module.
 MODE_PARAMS.update(_hostile.PARAMS)
 ORDER += _hostile.NAMES
@@ -64,6 +79,9 @@ class ActiveMode:
     rng: random.Random
     seen: int = 0  # requests this mode has looked at
     window: deque[float] = field(default_factory=deque)  # ratelimit: accepted request times
+    # ratelimit with per_source: accepted request times per client address
+    sources: dict[str, deque[float]] = field(default_factory=dict)
+    tokens: set[str] = field(default_factory=set)  # loyalty: member tokens handed out
 
     def to_json(self) -> dict[str, Any]:
         left = None if self.expires is None else max(0.0, self.expires - time.monotonic())
@@ -90,7 +108,7 @@ def validate(name: str, raw: dict[str, Any]) -> tuple[dict[str, Any], float | No
     duration = raw.get("duration")
     if duration is not None:
         duration = _number(name, "duration", duration)
-    for key in ("rate", "delay", "fraction"):
+    for key in ("rate", "delay", "fraction", "window", "discount"):
         if key in params:
             params[key] = _number(name, key, params[key])
     if "fraction" in params and params["fraction"] > 1:
@@ -106,6 +124,20 @@ def validate(name: str, raw: dict[str, Any]) -> tuple[dict[str, Any], float | No
         raise ModeError(
             "ratelimit.retry_after_format must be 'seconds' or 'date', "
             f"got {params['retry_after_format']!r}"
+        )
+    if name == "ratelimit" and (
+        params["window"] <= 0 or not isinstance(params["per_source"], bool)
+    ):
+        raise ModeError(
+            "ratelimit.window must be > 0 and ratelimit.per_source true or false, got "
+            f"{params['window']!r}, {params['per_source']!r}"
+        )
+    if name == "loyalty" and not (
+        params["discount"] < 1 and isinstance(params["cookie"], str) and params["cookie"].isalnum()
+    ):
+        raise ModeError(
+            "loyalty.discount must be < 1 and loyalty.cookie a word, got "
+            f"{params['discount']!r}, {params['cookie']!r}"
         )
     if name == "challenge" and params["status"] not in (200, 403, 429, 503):
         raise ModeError(f"challenge.status must be 200, 403, 429 or 503, got {params['status']!r}")
@@ -124,6 +156,11 @@ def retry_after_value(seconds: int, fmt: str) -> str:
         when = datetime.now(UTC) + timedelta(seconds=seconds + 1)
         return format_datetime(when.replace(microsecond=0), usegmt=True)
     return str(seconds)
+
+
+def loyalty_price(price: Decimal, discount: float) -> Decimal:
+    """A member's price: ``price`` less ``discount``, in the price's own minor units."""
+    return (price * (1 - Decimal(str(discount)))).quantize(price)
 
 
 def gone_status(mode: ActiveMode, seed: int, sku: str) -> int | None:

@@ -14,9 +14,11 @@ import binascii
 import ipaddress
 import logging
 import random
+import secrets
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -36,6 +38,7 @@ from pricewatch.sandbox._modes import (
     ModeError,
     Modes,
     gone_status,
+    loyalty_price,
     retry_after_value,
 )
 from pricewatch.sandbox._stats import Stats
@@ -239,6 +242,10 @@ class Sandbox:
                 }
                 if p.case:
                     out[shop.url(p.path)].update(_trust.truth_fields(loc, p, self._fetches[p.sku]))
+                loyalty = self._modes.get(shop.host, "loyalty")
+                if loyalty is not None and not shop.js:
+                    price = loyalty_price(p.price, loyalty.params["discount"])
+                    out[shop.url(p.path)]["loyalty_price"] = loc.machine(price)
         return out
 
     def stats(self) -> dict[str, Any]:
@@ -421,7 +428,7 @@ class Sandbox:
         if path.startswith("/_"):
             return await handler(request)
         shop = self._shop(request)
-        self._stats.enter(shop.host, path)
+        self._stats.enter(shop.host, path, request.remote, request.headers.get("Cookie"))
         status: int | str = "error"
         try:
             if self._latency is not None:
@@ -458,7 +465,9 @@ class Sandbox:
             elif mode.name == "ratelimit":
                 now = asyncio.get_running_loop().time()
                 window = mode.window
-                while window and window[0] <= now - 1.0:
+                if p["per_source"]:
+                    window = mode.sources.setdefault(request.remote or "", deque())
+                while window and window[0] <= now - p["window"]:
                     window.popleft()
                 if p["rate"] <= 0 or len(window) >= p["rate"]:
                     retry = retry_after_value(p["retry_after"], p["retry_after_format"])
@@ -485,6 +494,22 @@ class Sandbox:
                     p["fraction"], self.seed, mode.name, product
                 ):
                     return await _hostile.respond(mode.name, p, shop, product, request)
+            elif mode.name == "loyalty":
+                if request.path == "/login":
+                    token = secrets.token_hex(8)
+                    mode.tokens.add(token)
+                    response = web.Response(text="Welcome, member", content_type="text/html")
+                    response.set_cookie(p["cookie"], token, path="/", httponly=True)
+                    return response
+                product = shop.by_path.get(request.path)
+                if (
+                    product is not None
+                    and not shop.js
+                    and request.cookies.get(p["cookie"]) in mode.tokens
+                ):
+                    member = replace(product, price=loyalty_price(product.price, p["discount"]))
+                    text = _pages.product_page(shop, member, self._recommendations)
+                    return web.Response(text=text, content_type="text/html")
             elif mode.name == "gone":
                 product = shop.by_path.get(request.path)
                 status = None if product is None else gone_status(mode, self.seed, product.sku)

@@ -1,8 +1,10 @@
 """Server-side counters of the sandbox: what the crawler did, seen from the shops.
 
 Per host: requests served, requests in flight now and at most, status codes (``"dropped"``
-for connections closed without a response), requests per path, and the arrival times of
-the first/last request and the smallest gap between two (seconds since the last reset).
+for connections closed without a response), requests per path, the arrival times of the
+first/last request and the smallest gap between two (seconds since the last reset), and per
+client address (``sources``: a proxy's, when requests come through proxies) the requests
+and the Cookie headers they carried.
 Control paths (``/_...``) are never counted.
 """
 
@@ -15,6 +17,12 @@ from typing import Any
 
 
 @dataclass(slots=True)
+class SourceStats:
+    requests: int = 0
+    cookies: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(slots=True)
 class HostStats:
     requests: int = 0
     in_flight: int = 0
@@ -24,6 +32,9 @@ class HostStats:
     first: float | None = None  # monotonic arrival times
     last: float | None = None
     min_gap: float | None = None
+    # Per client address (a proxy's, when requests come through proxies): requests, and
+    # the Cookie headers they carried (header -> requests).
+    sources: dict[str, SourceStats] = field(default_factory=dict)
 
     def to_json(self, since: float) -> dict[str, Any]:
         return {
@@ -35,6 +46,10 @@ class HostStats:
             "first": None if self.first is None else round(self.first - since, 6),
             "last": None if self.last is None else round(self.last - since, 6),
             "min_gap": None if self.min_gap is None else round(self.min_gap, 6),
+            "sources": {
+                address: {"requests": src.requests, "cookies": dict(src.cookies)}
+                for address, src in sorted(self.sources.items())
+            },
         }
 
 
@@ -46,10 +61,19 @@ class Stats:
         self._since = time.monotonic()
         self._since_wall = time.time()
 
-    def enter(self, host: str, path: str) -> None:
+    def enter(
+        self, host: str, path: str, source: str | None = None, cookie: str | None = None
+    ) -> None:
         now = time.monotonic()
         s = self._hosts[host]
         s.requests += 1
+        if source is not None:
+            src = s.sources.get(source)
+            if src is None:
+                src = s.sources[source] = SourceStats()
+            src.requests += 1
+            if cookie:
+                src.cookies[cookie] += 1
         s.in_flight += 1
         s.max_in_flight = max(s.max_in_flight, s.in_flight)
         s.paths[path] += 1
