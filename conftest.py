@@ -5,4 +5,5 @@ pytest_plugins = [
     "tests.fixtures.postgres",
     "tests.fixtures.redis",
     "tests.fixtures.servers",
+    "tests.fixtures.proxies",
 ]

@@ -26,6 +26,12 @@ class DomainDeferred(IgnoreRequest):
         self.retry_after = retry_after
 
 
+class ProxiesBenched(DomainDeferred):
+    """Not fetched now: every proxy of the domain's pool is benched. Outcome ``skipped``
+    (reason ``proxies_benched``), rescheduled after ``retry_after`` seconds, never sent
+    without a proxy."""
+
+
 class DestinationRefused(IgnoreRequest):
     """The URL's host resolves outside the public internet and outside
     ``PRICEWATCH_ALLOWED_NETWORKS``: outcome ``skipped``, nothing was sent."""

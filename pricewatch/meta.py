@@ -33,6 +33,14 @@ Keys the project sets and reads itself:
   fetch (browser routing).
 - ``pricewatch_browser_released`` (:data:`BROWSER_RELEASED_META`): the browser page of the
   request was already closed (browser routing).
+- ``pricewatch_session`` (:data:`SESSION_META`): id of the session (proxy, cookie jar, user
+  agent) the request goes out in (sessions); for the audit trail and logs.
+- ``pricewatch_proxy`` (:data:`PROXY_META`): id of the session's proxy, a short hash of its
+  URL, never the URL (sessions).
+- ``pricewatch_session_setup`` (:data:`SESSION_SETUP_META`): the request is the login of
+  this session id (sessions).
+- ``pricewatch_session_reroutes`` (:data:`SESSION_REROUTES_META`): times the request was
+  sent again on another session, its own being blocked or retired (sessions).
 """
 
 from __future__ import annotations
@@ -49,6 +57,10 @@ __all__ = [
     "FALLBACK_PAGE_META",
     "LEASE_META",
     "NOT_BEFORE_META",
+    "PROXY_META",
+    "SESSION_META",
+    "SESSION_REROUTES_META",
+    "SESSION_SETUP_META",
 ]
 
 # Overrides (meta beats the setting).
@@ -71,3 +83,9 @@ FALLBACK_PAGE_META = "pricewatch_fallback_page"
 BROWSER_META = "pricewatch_browser"
 BROWSER_CAPTURE_META = "pricewatch_browser_capture"
 BROWSER_RELEASED_META = "pricewatch_browser_released"
+
+# Sessions and proxies.
+SESSION_META = "pricewatch_session"
+PROXY_META = "pricewatch_proxy"
+SESSION_SETUP_META = "pricewatch_session_setup"
+SESSION_REROUTES_META = "pricewatch_session_reroutes"

@@ -23,7 +23,14 @@ Downloader middlewares (a request goes down the orders, its response comes back 
   circuit breaker shared through the frontier, and challenge-page detection; it sits
   below HTTP decompression (590), so it sees every response decompressed, and above the
   retry, so a block is counted before a retry is decided.
-- 580-900 Scrapy's meta refresh, decompression, redirects, cookies, proxy, stats, cache.
+- 585 ``SessionMiddleware`` (:mod:`pricewatch.sessions`), only with ``PRICEWATCH_PROXIES``:
+  gives each request its domain's session (a proxy, a cookie jar, a user agent) through
+  Scrapy's own ``proxy`` and ``cookiejar`` meta keys, retires blocked and worn-out
+  sessions, benches failing proxies per domain; below decompression (590), so it sees
+  challenge pages, and above the breaker and the retry, so a blocked request is asked again
+  on another proxy first.
+- 580-900 Scrapy's meta refresh, decompression, redirects, cookies (700: one jar per
+  session), proxy (750: credentials from the session's proxy URL), stats, cache.
 - Then the download itself: plain HTTP, or the browser (scrapy-playwright's download
   handler) for requests the browser routing marked. Routing is not a middleware: the
   spider asks :class:`~pricewatch.browser.router.BrowserRouter` (an extension that
@@ -51,6 +58,7 @@ from pricewatch.politeness.backoff import BackoffRetryMiddleware
 from pricewatch.politeness.breaker import CircuitBreakerMiddleware
 from pricewatch.politeness.fallback import OfficialCrossCheckMiddleware, OfficialSourceMiddleware
 from pricewatch.robotstxt import RobotsTxtMiddleware
+from pricewatch.sessions import SessionMiddleware
 
 __all__ = [
     "BackoffRetryMiddleware",
@@ -61,4 +69,5 @@ __all__ = [
     "OfficialCrossCheckMiddleware",
     "OfficialSourceMiddleware",
     "RobotsTxtMiddleware",
+    "SessionMiddleware",
 ]

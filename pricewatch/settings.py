@@ -105,6 +105,52 @@ PRICEWATCH_ALLOWED_NETWORKS = [
     n.strip() for n in os.environ.get("PRICEWATCH_ALLOWED_NETWORKS", "").split(",") if n.strip()
 ]
 
+# --- Fetch: sessions and proxies (pricewatch/sessions/) ---------------------------------------
+# Proxy pools. Empty (the default): every request goes out directly and the session middleware
+# is not even built. A list of proxy URLs (http://user:password@proxy:3128, https://...) for
+# every domain; a dict of pools per domain, {"shop.example": [...], "*": [...]} ("*": every
+# other domain; a domain with no pool and no "*" goes out directly); or a string: JSON of
+# either, URLs separated by commas, or the path of a file (JSON, or one URL per line). Keep
+# credentials in the URLs of the environment variable of the same name or of that file, not in
+# a committed file: nothing prints them (proxies are named by an 8-hex-digit id). Proxies
+# are not checked against PRICEWATCH_ALLOWED_NETWORKS (you chose them); shops still are.
+PRICEWATCH_PROXIES: str | list[str] | dict[str, list[str]] = os.environ.get(
+    "PRICEWATCH_PROXIES", ""
+)
+# Sessions (proxy, cookie jar, user agent) each domain keeps at once, each on its own proxy
+# when the pool allows; a SKU always uses the same one. 1 = the most sticky: one identity per
+# shop. Raise it to spread a shop's load over more addresses (a shop that rate-limits per IP).
+PRICEWATCH_SESSIONS_PER_DOMAIN = 1
+# A session is retired (and a new one made, on another proxy) after this many requests
+# (0 = no limit) or this many seconds (0 = no limit), or as soon as it is blocked.
+PRICEWATCH_SESSION_MAX_REQUESTS = 500
+PRICEWATCH_SESSION_MAX_AGE = 1800.0
+# Seconds a stored session lives in the backend after its last write (its cookies, its
+# request count): a session nobody used for this long is forgotten. Above MAX_AGE.
+PRICEWATCH_SESSION_TTL = 86400.0
+# User agents a new session picks one of (it keeps it for life); [] = USER_AGENT.
+PRICEWATCH_SESSION_USER_AGENTS: list[str] = []
+# Statuses that mean the shop blocked this session (retired at once); challenge pages too
+# (PRICEWATCH_CHALLENGE_MARKERS).
+PRICEWATCH_SESSION_BLOCK_CODES = [403, 429]
+# Per domain, a login/loyalty hook run once per new session, before its first request,
+# through its proxy and cookie jar: {"shop.example": {"url": "https://shop.example/login",
+# "method": "POST", "formdata": {"card": "..."}}} (or "body", "headers"), or the path of a
+# function (domain, session_id) -> scrapy.Request, e.g. {"shop.example": "myhooks:login"}.
+PRICEWATCH_SESSION_LOGIN: dict[str, object] = {}
+# Seconds between two reads of a domain's sessions and proxy health from the backend (what
+# other workers changed).
+PRICEWATCH_SESSION_REFRESH = 5.0
+# Proxy health, per proxy and domain: this many failures in a row (network errors, 5xx, or
+# blocks) bench the proxy for that domain for COOLDOWN seconds (at least a block's
+# Retry-After). When it ends the proxy is probed by the next session: a success brings it
+# back, a failure benches it again for the last cooldown x FACTOR, up to MAX_COOLDOWN. A
+# domain whose proxies are all benched waits (paused in the frontier) instead of going direct.
+PRICEWATCH_PROXY_BENCH_FAILURES = 3
+PRICEWATCH_PROXY_BENCH_COOLDOWN = 60.0
+PRICEWATCH_PROXY_BENCH_FACTOR = 2.0
+PRICEWATCH_PROXY_BENCH_MAX_COOLDOWN = 3600.0
+
 # --- Fetch: circuit breaker, backoff, challenge pages (pricewatch/politeness/) -------------
 # Fragile shops: give them their own pace with Scrapy's DOWNLOAD_SLOTS, e.g.
 #   DOWNLOAD_SLOTS = {"fragile-shop.example": {"concurrency": 1, "delay": 2.0}}
@@ -438,6 +484,10 @@ DOWNLOADER_MIDDLEWARES = {
     "pricewatch.politeness.backoff.BackoffRetryMiddleware": 550,
     "pricewatch.politeness.fallback.OfficialSourceMiddleware": 560,
     "pricewatch.politeness.breaker.CircuitBreakerMiddleware": 570,
+    # Sessions on proxies (pricewatch/sessions/): sets the proxy and cookie jar Scrapy's own
+    # middlewares (700, 750) use; sees decompressed responses (below 590) before the breaker
+    # and the retry. Not configured without PRICEWATCH_PROXIES.
+    "pricewatch.sessions.SessionMiddleware": 585,
 }
 # Checks a sample of page offers against the domain's official source
 # (pricewatch/politeness/fallback.py).

@@ -32,6 +32,13 @@ key                         type    holds
                                     computed (:mod:`pricewatch.frontier.budget`)
 ``browser_domains``         SET     domains learned to need a browser
                                     (:mod:`pricewatch.browser.learned`)
+``session:<id>``            HASH    one session (domain, slot, proxy id, user agent,
+                                    created, requests, cookies as JSON), with a TTL
+                                    (:mod:`pricewatch.sessions.store`)
+``sessions:<domain>``       HASH    slot -> id of the session holding it
+``proxy_health:<domain>``   HASH    ``<proxy id>:<field>`` -> ok, failures, blocks,
+                                    latency_sum, benched_until, cooldown, benchings
+``session_domains``         SET     domains with sessions or proxy health
 ==========================  ======  ===============================================
 
 An entry id is in exactly one of ``sched:<domain>``, ``inflight``, ``retired:<domain>``,
@@ -75,6 +82,7 @@ class Keys:
         self.malformed = self.prefix + "malformed"
         self.budget = self.prefix + "budget"
         self.browser_domains = self.prefix + "browser_domains"  # SET, pricewatch/browser/learned.py
+        self.session_domains = self.prefix + "session_domains"  # SET, pricewatch/sessions/
         self.pattern = self.prefix + "*"
 
     def script_keys(self) -> list[str]:
@@ -92,6 +100,15 @@ class Keys:
             self.domain_fetched,
             self.budget,
         ]
+
+    def session(self, session_id: str) -> str:
+        return f"{self.prefix}session:{session_id}"
+
+    def slots(self, domain: str) -> str:
+        return f"{self.prefix}sessions:{domain}"
+
+    def proxy_health(self, domain: str) -> str:
+        return f"{self.prefix}proxy_health:{domain}"
 
     def sched(self, domain: str) -> str:
         return f"{self.prefix}sched:{domain}"

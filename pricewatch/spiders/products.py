@@ -44,6 +44,7 @@ from pricewatch.exceptions import (
     Blocked,
     DestinationRefused,
     DomainDeferred,
+    ProxiesBenched,
     RobotsDisallowed,
 )
 from pricewatch.extract import NOT_FOUND, Rules, extract_offer, load_rules
@@ -290,6 +291,8 @@ def _failure_outcome(exc: BaseException) -> tuple[Outcome, str, float | None]:
     """The outcome, reason and retry-after (seconds) of a request that failed with ``exc``."""
     if isinstance(exc, Blocked):
         return Outcome.BLOCKED, "blocked", exc.retry_after
+    if isinstance(exc, ProxiesBenched):
+        return Outcome.SKIPPED, "proxies_benched", exc.retry_after
     if isinstance(exc, DomainDeferred):
         return Outcome.SKIPPED, "circuit_open", exc.retry_after
     if isinstance(exc, RobotsDisallowed):
