@@ -652,7 +652,7 @@ class SessionMiddleware:
                     and self._usable(state)
                 ):
                     return self._reroute(request)
-        elif status >= 500:
+        elif status >= 500 or status == 407:  # 407: the proxy refused our credentials
             self._count(domain, proxy_id, failures=1)
             self.stats.inc_value("pricewatch/proxy/failures")
             if state is not None:
