@@ -9,11 +9,19 @@ import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from scrapy import Request
+from scrapy.downloadermiddlewares.cookies import CookiesMiddleware
 from scrapy.exceptions import NotConfigured
+from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
+from pricewatch.exceptions import ProxiesBenched
+from pricewatch.frontier import Entry
+from pricewatch.leases import CrawlResources
+from pricewatch.meta import PROXY_META, SESSION_META
 from pricewatch.sessions import (
     Proxy,
     ProxyPools,
@@ -23,7 +31,12 @@ from pricewatch.sessions import (
     proxy_id,
     session_store_from_settings,
 )
-from pricewatch.sessions.middleware import SessionConfig, cookie_fields, cookie_from_fields
+from pricewatch.sessions.middleware import (
+    SessionConfig,
+    SessionEnded,
+    cookie_fields,
+    cookie_from_fields,
+)
 from pricewatch.sessions.store import HealthDelta
 
 from .helpers import project_settings
@@ -184,3 +197,143 @@ async def test_health_adds_up_and_benches_grow_never_shrink(store: SessionStore)
 
 def vars_of(r: SessionRecord) -> dict[str, object]:
     return {name: getattr(r, name) for name in r.__slots__}  # type: ignore[attr-defined]
+
+
+# --- the middleware in process, on both backends ----------------------------------------------
+
+PROXIES = ["http://u:pw@127.0.0.1:1", "http://u:pw@127.0.0.1:2"]
+SHOP = "shop.example"
+
+
+def build_middleware(frontier_url: str, **settings: object) -> SessionMiddleware:
+    values: dict[str, object] = {
+        "PRICEWATCH_FRONTIER_URL": frontier_url,
+        "PRICEWATCH_PROXIES": PROXIES,
+        "PRICEWATCH_PROXY_BENCH_FAILURES": 2,
+        "PRICEWATCH_PROXY_BENCH_COOLDOWN": 0.3,
+        "PRICEWATCH_PROXY_BENCH_FACTOR": 2.0,
+    }
+    values.update(settings)
+    crawler = get_crawler(settings_dict=project_settings(values))
+    mw = SessionMiddleware(crawler)
+    mw._cookies = CookiesMiddleware()  # the crawl's own is found through its engine
+    return mw
+
+
+@pytest.fixture
+async def middlewares() -> AsyncIterator[list[SessionMiddleware]]:
+    built: list[SessionMiddleware] = []
+    yield built
+    for mw in built:
+        await mw._spider_closed()
+        await CrawlResources.of(mw.crawler)._spider_closed()
+
+
+def stat(mw: SessionMiddleware, name: str) -> int:
+    return int(mw.stats.get_value(f"pricewatch/{name}", 0))
+
+
+async def sent(mw: SessionMiddleware, path: str = "/p/1") -> Request:
+    """A request as it leaves the middlewares: session, then Scrapy's cookies."""
+    request = Request(f"http://{SHOP}{path}")
+    await mw.process_request(request)
+    assert mw._cookies is not None
+    mw._cookies.process_request(request)
+    return request
+
+
+def answer(mw: SessionMiddleware, request: Request, status: int = 200, **headers: str) -> Any:
+    response = HtmlResponse(request.url, status=status, body=b"<html></html>", headers=headers,
+                            request=request)  # fmt: skip
+    assert mw._cookies is not None
+    mw._cookies.process_response(request, response)
+    return mw.process_response(request, response)
+
+
+async def settle(mw: SessionMiddleware) -> None:
+    while mw._tasks:
+        await asyncio.gather(*mw._tasks)
+    await mw.flush()
+
+
+async def test_a_failing_proxy_is_benched_probed_back_and_benched_longer(
+    frontier_url: str, middlewares: list[SessionMiddleware]
+) -> None:
+    mw = build_middleware(frontier_url)
+    middlewares.append(mw)
+    first = await sent(mw)
+    a = first.meta[PROXY_META]
+    mw.process_exception(first, ConnectionRefusedError())
+    assert stat(mw, "proxy/benched") == 0  # one failure: not yet
+    mw.process_exception(await sent(mw), ConnectionRefusedError())
+    assert stat(mw, "proxy/benched") == 1 and stat(mw, "sessions/retired/benched") == 1
+    second = await sent(mw)
+    b = second.meta[PROXY_META]
+    assert b != a  # the others carry the load
+    for _ in range(2):
+        mw.process_exception(await sent(mw), ConnectionRefusedError())
+    # Every proxy benched: the domain waits (in the frontier too) instead of going direct.
+    with pytest.raises(ProxiesBenched) as info:
+        await sent(mw)
+    assert info.value.retry_after is not None and 0 < info.value.retry_after <= 0.3
+    assert stat(mw, "proxy/deferred") == 1
+    frontier = await CrawlResources.of(mw.crawler).frontier()
+    await frontier.add([Entry(f"http://{SHOP}/p/9")])
+    assert await frontier.claim(5) == []
+    await asyncio.sleep(0.35)
+    # The bench ended: the next session probes a proxy; a success brings it back.
+    probe = await sent(mw)
+    assert answer(mw, probe).status == 200
+    assert stat(mw, "proxy/unbenched") == 1
+    await settle(mw)
+    health = {h.proxy: h for h in await mw.store.health(SHOP)}
+    assert health[probe.meta[PROXY_META]].cooldown == 0
+    # The other one's probe fails: benched again, for twice as long.
+    other = b if probe.meta[PROXY_META] == a else a
+    state = mw.domains[SHOP]
+    mw._failed(state, other)
+    await settle(mw)
+    health = {h.proxy: h for h in await mw.store.health(SHOP)}
+    assert health[other].cooldown == pytest.approx(0.6)
+    assert health[other].failures == 2 and health[probe.meta[PROXY_META]].ok == 1
+
+
+async def test_a_blocked_session_is_retired_and_its_request_asked_again_elsewhere(
+    frontier_url: str, middlewares: list[SessionMiddleware]
+) -> None:
+    mw = build_middleware(frontier_url)
+    middlewares.append(mw)
+    request = await sent(mw)
+    assert answer(mw, request, 200, **{"Set-Cookie": "sid=abc; Path=/"}).status == 200
+    blocked = await sent(mw)
+    assert blocked.headers.get(b"Cookie") == b"sid=abc"
+    again = answer(mw, blocked, 429, **{"Retry-After": "30"})
+    assert isinstance(again, Request)  # not the 429: a copy for another session
+    assert stat(mw, "sessions/retired/blocked") == 1 and stat(mw, "sessions/rerouted") == 1
+    assert not {"proxy", "cookiejar", SESSION_META, PROXY_META} & set(again.meta)
+    assert b"Cookie" not in again.headers and b"Proxy-Authorization" not in again.headers
+    await mw.process_request(again)
+    assert again.meta[PROXY_META] != blocked.meta[PROXY_META]
+    assert again.meta[SESSION_META] != blocked.meta[SESSION_META]
+    # A request that waited in its slot while its session ended never leaves on it.
+    with pytest.raises(SessionEnded):
+        mw.before_transfer(blocked)
+    assert isinstance(mw.process_exception(blocked, SessionEnded("ended")), Request)
+
+
+async def test_a_restarted_worker_resumes_the_session_with_its_cookies(
+    frontier_url: str, middlewares: list[SessionMiddleware]
+) -> None:
+    first = build_middleware(frontier_url)
+    middlewares.append(first)
+    request = await sent(first)
+    answer(first, request, 200, **{"Set-Cookie": "loyalty=m3mb3r; Path=/"})
+    await settle(first)
+    # A new process on the same backend (the first was killed: nothing else carried over).
+    second = build_middleware(frontier_url)
+    middlewares.append(second)
+    again = await sent(second, "/p/1")
+    assert again.meta[SESSION_META] == request.meta[SESSION_META]
+    assert again.meta["proxy"] == request.meta["proxy"]
+    assert again.headers.get(b"Cookie") == b"loyalty=m3mb3r"
+    assert stat(second, "sessions/resumed") == 1 and stat(second, "sessions/created") == 0

@@ -8,8 +8,6 @@ forwarded), and in the store.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import signal
 import sqlite3
@@ -52,9 +50,10 @@ def crawl(tmp_path: Path, env: dict[str, str], *args: str) -> tuple[dict[str, An
 
 
 def stored(tmp_path: Path, env: dict[str, str]) -> dict[str, Decimal]:
-    proc = scrapy(tmp_path, "prices", "--csv", env=env)
-    assert proc.returncode == 0, proc.stderr
-    return {row["url"]: Decimal(row["price"]) for row in csv.DictReader(io.StringIO(proc.stdout))}
+    """The stored price of every SKU (read from the SQLite store: no subprocess)."""
+    with sqlite3.connect(tmp_path / "pricewatch.db") as conn:
+        rows = conn.execute("SELECT url, price FROM products").fetchall()
+    return {url: Decimal(str(price)) for url, price in rows}
 
 
 def cookie_tokens(cookies: dict[str, int]) -> set[str]:
@@ -132,7 +131,7 @@ def test_a_killed_worker_resumes_its_sessions(
     proxies: Callable[..., ProxyGroup],
     tmp_path: Path,
 ) -> None:
-    sb = sandbox_factory(shops=1, products=60, mode=["loyalty"], latency="40-80")
+    sb = sandbox_factory(shops=1, products=36, mode=["loyalty"], latency="30-60")
     shop = sb.shops[0]
     group = proxies(3, credentials=CREDENTIALS)
     env = env_for(tmp_path, group)

@@ -281,6 +281,7 @@ class SessionMiddleware:
         self.by_id: dict[str, Session] = {}
         self._health: dict[tuple[str, str], HealthDelta] = {}
         self._dirty: set[str] = set()  # sessions whose requests or cookies are unwritten
+        self._retired: set[str] = set()  # ids of the sessions this process ended
         self._flusher: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._cookies: CookiesMiddleware | None = None
@@ -438,7 +439,7 @@ class SessionMiddleware:
             if slot not in stored or stored[slot].id != state.slots[slot].id:
                 self._forget(state.slots.pop(slot))  # retired by another worker
         for slot, record in stored.items():
-            if slot >= self.config.per_domain or slot in state.slots:
+            if slot >= self.config.per_domain or slot in state.slots or record.id in self._retired:
                 continue
             proxy = self.config.pools.by_id.get(record.proxy)
             if proxy is None or proxy not in state.pool:  # a proxy no longer configured
@@ -466,6 +467,7 @@ class SessionMiddleware:
 
     def _forget(self, session: Session) -> None:
         session.retired = True
+        self._retired.add(session.id)
         self.by_id.pop(session.id, None)
         self._dirty.discard(session.id)
         cookies = self.jars()
@@ -500,6 +502,11 @@ class SessionMiddleware:
             )
             try:
                 stored = await self.store.create(record)
+                if stored.id in self._retired:
+                    # Retired here, its removal from the backend still on its way: not
+                    # taken back, ever.
+                    await self.store.retire(stored)
+                    stored = await self.store.create(record)
             except SessionStoreUnavailable as exc:
                 self.stats.inc_value("pricewatch/sessions/store_failed")
                 logger.warning(
