@@ -344,6 +344,16 @@ class Frontier(abc.ABC):
         self.__dict__["_realloc_check"] = now + min(60.0, self.policy.reallocate)
         await self.reallocate()
 
+    async def retire(self, urls: Sequence[str], reason: str) -> int:
+        """Retire the entries of ``urls`` that are scheduled and not leased, with ``reason``
+        (a leased entry is left to its fetch). Returns how many were retired."""
+        raise NotImplementedError
+
+    async def reinstate(self, urls: Sequence[str], reason: str) -> int:
+        """Put the entries of ``urls`` retired with ``reason`` back on the schedule, due now,
+        their failure counters reset. Returns how many moved."""
+        raise NotImplementedError
+
     async def __aenter__(self) -> Frontier:
         await self.open()
         return self

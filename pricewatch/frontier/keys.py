@@ -25,6 +25,7 @@ key                         type    holds
 ``health``                  HASH    domain -> health (EWMA of fetch success)
 ``domains``                 SET     every domain ever added
 ``retired:<domain>``        ZSET    retired entry ids, by retirement time
+``retired_reason``          HASH    entry id -> why ``retire()`` retired it (``delisted``)
 ``dead:<domain>``           ZSET    dead-lettered entry ids, by time
 ``malformed``               HASH    entry id -> the undecodable record, set aside
 ``budget``                  HASH    domain -> "mu allocated_at": the multiplier of its
@@ -39,6 +40,13 @@ key                         type    holds
 ``proxy_health:<domain>``   HASH    ``<proxy id>:<field>`` -> ok, failures, blocks,
                                     latency_sum, benched_until, cooldown, benchings
 ``session_domains``         SET     domains with sessions or proxy health
+``listings``                HASH    listing URL -> its definition, JSON (url, kind,
+                                    domain, every, options) (:mod:`pricewatch.listings`)
+``listing_state``           HASH    listing URL -> its traversal state, JSON
+``listing_due``             ZSET    listing URLs, by due time
+``listing_leases``          HASH    listing URL -> "token<TAB>deadline"
+``members:<listing id>``    HASH    product URL -> number of the traversal of the
+                                    listing that last listed it
 ==========================  ======  ===============================================
 
 An entry id is in exactly one of ``sched:<domain>``, ``inflight``, ``retired:<domain>``,
@@ -83,6 +91,11 @@ class Keys:
         self.budget = self.prefix + "budget"
         self.browser_domains = self.prefix + "browser_domains"  # SET, pricewatch/browser/learned.py
         self.session_domains = self.prefix + "session_domains"  # SET, pricewatch/sessions/
+        self.retired_reason = self.prefix + "retired_reason"  # HASH, retire()
+        self.listings = self.prefix + "listings"  # pricewatch/listings/redis.py
+        self.listing_state = self.prefix + "listing_state"
+        self.listing_due = self.prefix + "listing_due"
+        self.listing_leases = self.prefix + "listing_leases"
         self.pattern = self.prefix + "*"
 
     def script_keys(self) -> list[str]:
@@ -115,6 +128,9 @@ class Keys:
 
     def retired(self, domain: str) -> str:
         return f"{self.prefix}retired:{domain}"
+
+    def members(self, listing: str) -> str:
+        return f"{self.prefix}members:{entry_id(listing)}"
 
     def dead(self, domain: str) -> str:
         return f"{self.prefix}dead:{domain}"

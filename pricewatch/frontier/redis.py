@@ -73,6 +73,8 @@ SCRIPTS = (
     "purge",
     "entry",
     "rates",
+    "retire",
+    "reinstate",
 )
 ADD_CHUNK = 1000  # entries per add script call (one call blocks Redis ~ms)
 ADD_PIPELINE = 8  # add script calls per round trip
@@ -515,3 +517,33 @@ class RedisFrontier(Frontier):
     async def clock(self) -> float:
         async with self._guard():
             return await self._now()
+
+    def _ids(self, urls: Sequence[str]) -> list[list[str]]:
+        rows = []
+        for url in urls:
+            url = lookup_url(url)
+            domain = domain_of(url)
+            if domain is not None:
+                rows.append([entry_id(url), domain])
+        return rows
+
+    async def retire(self, urls: Sequence[str], reason: str) -> int:
+        rows = self._ids(urls)
+        retired = 0
+        async with self._guard():
+            for start in range(0, len(rows), COMPLETE_CHUNK):
+                chunk = rows[start : start + COMPLETE_CHUNK]
+                retired += int(await self._script("retire", reason, _json(chunk)))
+        self.stats["pricewatch/frontier/retired"] += retired
+        return retired
+
+    async def reinstate(self, urls: Sequence[str], reason: str) -> int:
+        rows = self._ids(urls)
+        moved = 0
+        async with self._guard():
+            for start in range(0, len(rows), COMPLETE_CHUNK):
+                chunk = rows[start : start + COMPLETE_CHUNK]
+                count, malformed = await self._script("reinstate", reason, _json(chunk))
+                moved += int(count)
+                self._log_malformed(malformed, "reinstate")
+        return moved

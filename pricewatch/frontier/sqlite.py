@@ -594,3 +594,42 @@ class SQLiteFrontier(Frontier):
             lambda: self._db().execute("SELECT domain FROM frontier_domains").fetchall()
         )
         return sorted(domain for (domain,) in rows)
+
+    async def retire(self, urls: Sequence[str], reason: str) -> int:
+        rows = [lookup_url(url) for url in urls]
+        if not rows:
+            return 0
+        return await self._run(
+            self._transaction, lambda conn: self._retire_sync(conn, rows, reason)
+        )
+
+    def _retire_sync(self, conn: sqlite3.Connection, urls: list[str], reason: str) -> int:
+        retired = 0
+        for url in urls:
+            retired += conn.execute(
+                "UPDATE frontier_entries SET state = 'retired', state_reason = ?, due_at = ? "
+                "WHERE url = ? AND state = 'scheduled' AND lease_token IS NULL",
+                (reason, time.time(), url),
+            ).rowcount
+        self.stats["pricewatch/frontier/retired"] += retired
+        return retired
+
+    async def reinstate(self, urls: Sequence[str], reason: str) -> int:
+        rows = [lookup_url(url) for url in urls]
+        if not rows:
+            return 0
+        return await self._run(
+            self._transaction, lambda conn: self._reinstate_sync(conn, rows, reason)
+        )
+
+    def _reinstate_sync(self, conn: sqlite3.Connection, urls: list[str], reason: str) -> int:
+        now = time.time()
+        moved = 0
+        for url in urls:
+            moved += conn.execute(
+                "UPDATE frontier_entries SET state = 'scheduled', state_reason = NULL, "
+                "due_at = ?, attempts = 0, failures = 0, gone_count = 0, seen_at = ? "
+                "WHERE url = ? AND state = 'retired' AND state_reason = ?",
+                (now, now, url, reason),
+            ).rowcount
+        return moved
