@@ -15,6 +15,8 @@ Keys the project sets and reads itself:
 
 - ``pricewatch_lease`` (:data:`LEASE_META`): the frontier lease of the request (spider); every
   component that ends a fetch completes it exactly once.
+- ``pricewatch_listing`` (:data:`LISTING_META`): the listing traversal a request fetches a page
+  of (listings spider): its lease and its state after the last saved page.
 - ``pricewatch_not_before`` (:data:`NOT_BEFORE_META`): ``time.monotonic()`` seconds before
   which the scheduler does not send a held retry (backoff retry).
 - ``pricewatch_breaker_probe`` (:data:`BREAKER_PROBE_META`): token of the half-open probe the
@@ -56,6 +58,7 @@ __all__ = [
     "FALLBACK_OFFICIAL_META",
     "FALLBACK_PAGE_META",
     "LEASE_META",
+    "LISTING_META",
     "NOT_BEFORE_META",
     "PROXY_META",
     "SESSION_META",
@@ -68,6 +71,7 @@ DONT_BREAK_CIRCUIT_META = "dont_break_circuit"
 
 # Frontier and scheduling.
 LEASE_META = "pricewatch_lease"
+LISTING_META = "pricewatch_listing"
 NOT_BEFORE_META = "pricewatch_not_before"
 
 # Circuit breaker.

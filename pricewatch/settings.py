@@ -364,6 +364,29 @@ PRICEWATCH_FRONTIER_REDIS_NAMESPACE = "pw"
 # Redis frontier: seconds a Redis command may take before the call fails as retryable.
 PRICEWATCH_FRONTIER_REDIS_TIMEOUT = 10.0
 
+# --- Listings: catalogue discovery (pricewatch/listings/) ----------------------------------
+# `scrapy listing add`, `scrapy crawl listings`; see the README's "Listings".
+# How often a listing is traversed again when `scrapy listing add` gives no --every (seconds).
+PRICEWATCH_LISTING_EVERY = 86400
+# Pages one traversal fetches at most (a listing's own max_pages option beats it); then the
+# traversal ends `truncated` (incomplete: nothing is delisted). Raise it for huge categories.
+PRICEWATCH_LISTING_MAX_PAGES = 1000
+# Listings one crawl process traverses at once (each one page at a time, in order).
+PRICEWATCH_LISTING_CONCURRENCY = 8
+# Seconds a claimed listing stays leased to one worker; every saved page extends it. A worker
+# that dies mid-listing hands it back after this long, and the next run resumes at the saved
+# cursor. Longer than the slowest page fetch, retries included.
+PRICEWATCH_LISTING_LEASE_TTL = 300
+# Seconds before a listing whose page could not be fetched (error, blocked, circuit open)
+# is tried again from the same cursor.
+PRICEWATCH_LISTING_RETRY_DELAY = 300
+# Failed fetches in a row after which a traversal ends `failed`.
+PRICEWATCH_LISTING_MAX_FAILURES = 3
+# Complete traversals in a row that must not list a product before it is retired with
+# reason `delisted` (0 = never delist). Incomplete traversals (looped, truncated, failed)
+# never count. A product another listing still lists is kept.
+PRICEWATCH_LISTING_DELIST_AFTER = 2
+
 # --- Extract ----------------------------------------------------------------------------------
 # Currency for ambiguous symbols per host, e.g. {"shop.ca": "CAD"} so "$" reads as CAD.
 PRICEWATCH_DOMAIN_CURRENCY: dict[str, str] = {}

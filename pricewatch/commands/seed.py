@@ -13,12 +13,15 @@ import asyncio
 import io
 import sys
 import time
+from collections.abc import Iterator
 from typing import TextIO
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from pricewatch.frontier import Entry, FrontierUnavailable, frontier_from_settings
+from pricewatch.listings import Listing, listing_store_from_settings
+from pricewatch.listings.define import SECTION, parse_listings
 from pricewatch.seeding import BadLine, parse_seed
 
 CHUNK = 10_000
@@ -70,9 +73,22 @@ class Command(ScrapyCommand):
         frontier = frontier_from_settings(self.settings)
         seen = new = bad = 0
         chunk: list[Entry] = []
+        # Lines after a `listings:` line are listings (pricewatch/listings/define.py).
+        listing_lines: list[tuple[int, str]] = []
+        lineno = 0
+
+        def product_lines() -> Iterator[str]:
+            nonlocal lineno
+            for line in stream:
+                lineno += 1
+                if line.strip().lower() == SECTION:
+                    listing_lines.extend(enumerate(stream, lineno + 1))
+                    return
+                yield line
+
         async with frontier:
             max_length = self.settings.getint("URLLENGTH_LIMIT")
-            for result in parse_seed(stream, max_url_length=max_length):
+            for result in parse_seed(product_lines(), max_url_length=max_length):
                 if isinstance(result, BadLine):
                     bad += 1
                     print(f"seed: {path}: {result}", file=sys.stderr)
@@ -86,6 +102,18 @@ class Command(ScrapyCommand):
             if chunk:
                 new += await frontier.add(chunk)
                 seen += len(chunk)
+        listings: list[Listing] = []
+        every = self.settings.getfloat("PRICEWATCH_LISTING_EVERY")
+        for found in parse_listings(listing_lines, default_every=every, max_url_length=max_length):
+            if isinstance(found, BadLine):
+                bad += 1
+                print(f"seed: {path}: {found}", file=sys.stderr)
+            else:
+                listings.append(found)
+        if listings:
+            async with listing_store_from_settings(self.settings) as store:
+                added = await store.add(listings)
+            print(f"seed: {len(listings):,} listings read, {added:,} new", file=sys.stderr)
         elapsed = time.monotonic() - started
         print(
             f"seed: {seen:,} URLs read, {new:,} new, {seen - new:,} already scheduled, "
