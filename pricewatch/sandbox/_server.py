@@ -24,7 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pricewatch.sandbox import _assets, _hostile, _pages, _trust
+from pricewatch.sandbox import _assets, _hostile, _listings, _pages, _trust
 from pricewatch.sandbox._catalog import (
     IN_STOCK,
     OUT_OF_STOCK,
@@ -160,6 +160,7 @@ class Sandbox:
         self._cache: OrderedDict[tuple[int, str], bytes] = OrderedDict()
         self._reprices = 0
         self._runners: list[web.AppRunner] = []
+        self._categories: dict[str, _listings.Category] = {}  # per host, made on first use
         self._initial_modes = list(modes)
         for body in self._initial_modes:
             self.control(body)  # validates early: a bad flag fails before binding
@@ -414,6 +415,17 @@ class Sandbox:
         r.add_get("/vendor/tr/pixel", self._h_collect)
         r.add_get("/vendor/hotjar/beacon", self._h_collect)
         r.add_get("/vendor/reviews/summary", self._h_reviews_summary)
+        r.add_get("/_listings", self._h_listings_get)
+        r.add_post("/_listings", self._h_listings_post)
+        r.add_get("/listing/offset", self._h_listing_offset)
+        r.add_get("/listing/api", self._h_listing_api)
+        r.add_get("/listing/scroll", self._h_listing_scroll)
+        r.add_get("/listing/scroll.json", self._h_listing_scroll_json)
+        r.add_get("/listing/loop.json", self._h_listing_loop)
+        r.add_get("/listing/short", self._h_listing_short)
+        r.add_get("/listing/sitemap.xml", self._h_listing_sitemap)
+        r.add_get("/listing/sitemap-{index:\\d+}.xml.gz", self._h_listing_sitemap_child)
+        r.add_get("/listing/item/{id}", self._h_listing_item)
         r.add_get("/cdn/img/{name:.+}", self._h_real_img)
         r.add_get("/cdn/{tail:.+}", self._h_real_asset)
         r.add_get("/vendor/{tail:.+}", self._h_real_asset)
@@ -703,6 +715,126 @@ class Sandbox:
         return web.Response(body=body, content_type=content_type, headers=_IMMUTABLE)
 
     # control paths
+    # --- listings (pricewatch/sandbox/_listings.py) -----------------------------------------
+    def _category(self, host: str) -> _listings.Category:
+        category = self._categories.get(host)
+        if category is None:
+            category = self._categories[host] = _listings.Category(self.seed, host)
+        return category
+
+    def _listing_request(self, request: web.Request) -> tuple[Shop, _listings.Category]:
+        shop = self._shop(request)
+        category = self._category(shop.host)
+        category.fetched[request.path_qs] += 1
+        return shop, category
+
+    async def _h_listing_offset(self, request: web.Request) -> web.Response:
+        _, category = self._listing_request(request)
+        category.tick()
+        try:
+            page = int(request.query.get("page", "1"))
+        except ValueError:
+            raise web.HTTPNotFound() from None
+        text = _listings.offset_page(category, page)
+        if text is None:
+            raise web.HTTPNotFound()
+        return web.Response(text=text, content_type="text/html")
+
+    async def _h_listing_api(self, request: web.Request) -> web.Response:
+        shop, category = self._listing_request(request)
+        category.tick()
+        ids = request.query.get("shape") == "ids"
+        token = request.query.get("pageToken" if ids else "cursor")
+        data = _listings.api_page(category, shop.base_url, token, ids)
+        if data is None:
+            return web.json_response({"error": "bad cursor"}, status=400)
+        return web.json_response(data)
+
+    async def _h_listing_scroll(self, request: web.Request) -> web.Response:
+        self._listing_request(request)
+        return web.Response(text=_listings.scroll_page(), content_type="text/html")
+
+    async def _h_listing_scroll_json(self, request: web.Request) -> web.Response:
+        _, category = self._listing_request(request)
+        category.tick()
+        try:
+            after = int(request.query.get("after", "0"))
+        except ValueError:
+            return web.json_response({"error": "bad after"}, status=400)
+        return web.json_response(_listings.scroll_json(category, after))
+
+    async def _h_listing_loop(self, request: web.Request) -> web.Response:
+        shop, _ = self._listing_request(request)
+        data = _listings.loop_json(shop.base_url, request.query.get("cursor", ""))
+        if data is None:
+            return web.json_response({"error": "bad cursor"}, status=400)
+        return web.json_response(data)
+
+    async def _h_listing_short(self, request: web.Request) -> web.Response:
+        self._listing_request(request)
+        try:
+            text = _listings.short_page(int(request.query.get("page", "1")))
+        except ValueError:
+            text = None
+        if text is None:
+            raise web.HTTPNotFound()
+        return web.Response(text=text, content_type="text/html")
+
+    async def _h_listing_sitemap(self, request: web.Request) -> web.Response:
+        shop, _ = self._listing_request(request)
+        params = _listings.sitemap_params(request.query)
+        if params is None:
+            raise web.HTTPBadRequest(text="n must be 1-1000000 and per 1-50000")
+        text = _listings.sitemap_index(shop.base_url, *params)
+        return web.Response(text=text, content_type="application/xml")
+
+    async def _h_listing_sitemap_child(self, request: web.Request) -> web.Response:
+        shop, _ = self._listing_request(request)
+        params = _listings.sitemap_params(request.query)
+        if params is None:
+            raise web.HTTPBadRequest(text="n must be 1-1000000 and per 1-50000")
+        index = int(request.match_info["index"])
+        body = await asyncio.to_thread(_listings.sitemap_child, shop.base_url, index, *params)
+        if body is None:
+            raise web.HTTPNotFound()
+        return web.Response(body=body, content_type="application/x-gzip")
+
+    async def _h_listing_item(self, request: web.Request) -> web.Response:
+        shop = self._shop(request)
+        category = self._category(shop.host)
+        text = _listings.item_page(shop.base_url, request.match_info["id"], category)
+        if text is None:
+            raise web.HTTPNotFound()
+        return web.Response(text=text, content_type="text/html")
+
+    async def _h_listings_get(self, request: web.Request) -> web.Response:
+        host = request.query.get("host") or self._shop(request).host
+        shop = next((s for s in self._shops if s.host == host), None)
+        if shop is None:
+            return web.json_response({"error": f"unknown host {host!r}"}, status=400)
+        category = self._category(host)
+        return web.json_response(
+            {
+                "items": [shop.url(_listings.item_path(i)) for i in sorted(category.items)],
+                "removed": [shop.url(_listings.item_path(i)) for i in sorted(category.removed)],
+                "fetched": dict(sorted(category.fetched.items())),
+                "churn": category.churn,
+                "reprice": category.reprice,
+            }
+        )
+
+    async def _h_listings_post(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+            host = body.pop("host", None) or self._shop(request).host
+            if not any(s.host == host for s in self._shops):
+                raise ValueError(f"unknown host {host!r}")
+            return web.json_response(self._category(host).control(body))
+        except ValueError as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+
     async def _h_truth(self, request: web.Request) -> web.Response:
         return web.json_response(self.truth())
 

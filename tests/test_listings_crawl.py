@@ -1,0 +1,232 @@
+"""Listings end to end: `scrapy listing add`, `scrapy crawl listings`, against the
+sandbox's listings (pricewatch/sandbox/_listings.py), counted at the server."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from .fixtures.sandbox import SandboxProcess
+from .helpers import scrapy, scrapy_env, start_scrapy
+
+FAST = ["-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False"]
+
+
+def add(
+    tmp_path: Path, url: str, kind: str, *options: str, env: dict[str, str] | None = None
+) -> None:
+    proc = scrapy(tmp_path, "listing", "add", url, "--kind", kind, *options, env=env)
+    assert proc.returncode == 0, proc.stderr
+
+
+def crawl(tmp_path: Path, *settings: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    proc = scrapy(tmp_path, "crawl", "listings", *FAST, *settings, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record: dict[str, Any] = json.loads((tmp_path / "stats.json").read_text())
+    return record
+
+
+def listings(tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    proc = scrapy(tmp_path, "listing", "list", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    return {row["url"]: row for row in json.loads(proc.stdout)}
+
+
+def category(sb: SandboxProcess) -> dict[str, Any]:
+    return json.loads(sb._request("/_listings"))
+
+
+def members(tmp_path: Path, listing: str) -> set[str]:
+    with sqlite3.connect(tmp_path / "pricewatch.db") as conn:
+        rows = conn.execute("SELECT url FROM listing_members WHERE listing = ?", (listing,))
+        return {url for (url,) in rows}
+
+
+def entry_states(tmp_path: Path) -> dict[str, tuple[str, str | None]]:
+    with sqlite3.connect(tmp_path / "pricewatch.db") as conn:
+        rows = conn.execute("SELECT url, state, state_reason FROM frontier_entries")
+        return {url: (state, reason) for url, state, reason in rows}
+
+
+def test_every_kind_is_traversed_to_its_stable_end(sandbox_factory: Any, tmp_path: Path) -> None:
+    sb = sandbox_factory(shops=1, products=5)
+    base = sb.base_url
+    add(tmp_path, base + "/listing/api?shape=ids", "cursor", "--url-template", "/listing/item/{id}")
+    (tmp_path / "seeds.csv").write_text(
+        "listings:\n"
+        f"{base}/listing/api,cursor\n"
+        f"{base}/listing/scroll,scroll\n"
+        f"{base}/listing/offset?page=1,pages\n"
+        f"{base}/listing/loop.json,cursor\n"
+        f"{base}/listing/short?page=1,pages\n"
+        f'"{base}/listing/sitemap.xml?n=1000&per=300",sitemap\n'
+    )
+    assert scrapy(tmp_path, "seed", "seeds.csv").returncode == 0
+    record = crawl(tmp_path)
+    rows = listings(tmp_path)
+    expected = {
+        "/listing/api": ("done", 6, 60),
+        "/listing/api?shape=ids": ("done", 6, 60),
+        "/listing/scroll": ("done", 6, 60),
+        "/listing/offset?page=1": ("done", 6, 60),
+        "/listing/loop.json": ("looped", 4, 20),
+        "/listing/short?page=1": ("done", 5, 36),
+        "/listing/sitemap.xml?n=1000&per=300": ("done", 5, 1000),
+    }
+    got = {
+        path: (
+            rows[base + path]["state"],
+            rows[base + path]["last"]["pages"],
+            rows[base + path]["last"]["items"],
+        )
+        for path in expected
+    }
+    assert got == expected
+    assert rows[base + "/listing/short?page=1"]["last"]["short_pages"] == 1
+    assert record["pricewatch/listing/short_page"] == 1
+    assert record["pricewatch/listing/end/done"] == 6
+    assert record["pricewatch/listing/end/looped"] == 1
+    # The category's 60 items (4 listings over the same items) + 20 loop + 36 short + 1000.
+    states = entry_states(tmp_path)
+    assert len(states) == 60 + 20 + 36 + 1000
+    assert set(category(sb)["items"]) <= set(states)
+    fetched = category(sb)["fetched"]
+    assert fetched["/listing/sitemap.xml?n=1000&per=300"] == 1
+    assert sum(1 for p in fetched if p.startswith("/listing/sitemap-")) == 4
+    assert all(count == 1 for count in fetched.values())  # no page fetched twice
+
+
+def test_cursor_traversal_under_resorting_misses_nothing_offset_does(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    sb = sandbox_factory(shops=1, products=5)
+    # Every listing request inserts 2 new items at the top and moves 5 prices.
+    sb._request("/_listings", {"churn": 2, "reprice": 5})
+    base = sb.base_url
+    kinds = {
+        "cursor": "/listing/api",
+        "scroll": "/listing/scroll",
+        "pages": "/listing/offset?page=1",
+    }
+    (tmp_path / "seeds.csv").write_text(
+        "listings:\n" + "".join(f"{base}{path},{kind}\n" for kind, path in kinds.items())
+    )
+    assert scrapy(tmp_path, "seed", "seeds.csv").returncode == 0
+    before = set(category(sb)["items"])
+    crawl(tmp_path)
+    after = set(category(sb)["items"])
+    rows = listings(tmp_path)
+    # Missed: items listed from the start to the end of the traversals and never found;
+    # duplicates: items found more than once in one traversal.
+    figures = {}
+    for kind, path in kinds.items():
+        found = members(tmp_path, base + path)
+        figures[kind] = (
+            len((before & after) - found),
+            rows[base + path]["last"]["items"] - len(found),
+            len(found),
+            len(after),
+        )
+    print(f"under re-sorting (missed, duplicates, found, listed at the end): {figures}")
+    assert figures["cursor"][:2] == (0, 0)
+    assert figures["scroll"][:2] == (0, 0)
+    assert figures["pages"][0] > 0 and figures["pages"][1] > 0  # why cursors
+
+
+def test_sigkill_mid_listing_resumes_at_the_saved_cursor(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    sb = sandbox_factory(shops=1, products=5, latency="300-300")
+    url = sb.base_url + "/listing/api"
+    env = scrapy_env(tmp_path)
+    ttl = ["-s", "PRICEWATCH_LISTING_LEASE_TTL=2"]
+    add(tmp_path, url, "cursor", env=env)
+    proc = start_scrapy(tmp_path, "crawl", "listings", *FAST, *ttl, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while sum(category(sb)["fetched"].values()) < 3:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    before = Counter(category(sb)["fetched"])
+    assert sum(before.values()) < 6, before  # killed mid-listing
+    running = listings(tmp_path, env)[url]
+    assert running["state"] == "running"
+    time.sleep(2.2)  # the dead worker's lease expires
+    record = crawl(tmp_path, *ttl, env=env)
+    assert record["pricewatch/listing/resumed"] == 1
+    after = Counter(category(sb)["fetched"])
+    row = listings(tmp_path, env)[url]
+    assert (row["state"], row["last"]["items"]) == ("done", 60)
+    assert members(tmp_path, url) == set(category(sb)["items"])
+    twice = [path for path, n in after.items() if n > 1]
+    assert len(after) == 6 and len(twice) <= 1, after  # at most the page in flight, again
+
+
+def test_delisting_waits_for_a_complete_traversal(sandbox_factory: Any, tmp_path: Path) -> None:
+    sb = sandbox_factory(shops=1, products=5)
+    url = sb.base_url + "/listing/api"
+    add(tmp_path, url, "cursor", "--every", "1s")
+    k1 = ["-s", "PRICEWATCH_LISTING_DELIST_AFTER=1"]
+    crawl(tmp_path, *k1)  # traversal 1: 60 members
+    sb._request("/_listings", {"remove": 5})
+    removed = set(category(sb)["removed"])
+    assert len(removed) == 5
+    # An incomplete traversal (here: truncated by the page bound) never delists.
+    time.sleep(1.1)
+    record = crawl(tmp_path, *k1, "-s", "PRICEWATCH_LISTING_MAX_PAGES=3")
+    assert record["pricewatch/listing/end/truncated"] == 1
+    assert "pricewatch/listing/delisted" not in record
+    assert all(entry_states(tmp_path)[u] == ("scheduled", None) for u in removed)
+    time.sleep(1.1)
+    record = crawl(tmp_path, *k1)  # a complete traversal without them: delisted
+    assert record["pricewatch/listing/delisted"] == 5
+    states = entry_states(tmp_path)
+    assert {u for u, s in states.items() if s == ("retired", "delisted")} == removed
+    assert listings(tmp_path)[url]["last"]["delisted"] == 5
+    # Listed again: back on the schedule.
+    sb._request("/_listings", {"restore": True})
+    time.sleep(1.1)
+    record = crawl(tmp_path, *k1)
+    assert record["pricewatch/listing/reinstated"] == 5
+    assert all(entry_states(tmp_path)[u] == ("scheduled", None) for u in removed)
+
+
+def test_seed_file_listings_section(sandbox_factory: Any, tmp_path: Path) -> None:
+    sb = sandbox_factory(shops=1, products=5)
+    base = sb.base_url
+    (tmp_path / "seeds.csv").write_text(
+        f"{base}/products/a\n"
+        "listings:\n"
+        f"{base}/listing/api,cursor,12h\n"
+        f"{base}/listing/api?shape=ids,cursor,1d,url_template=/listing/item/{{id}}\n"
+        f"{base}/listing/x,carousel\n"
+        f"{base}/listing/y,pages,often\n"
+        f"{base}/listing/z,pages,1d,colour=red\n"
+        "ftp://example.com/list,pages\n"
+    )
+    proc = scrapy(tmp_path, "seed", "seeds.csv")
+    assert proc.returncode == 3, proc.stderr
+    for lineno, reason in (
+        (5, "kind must be one of"),
+        (6, "period must be"),
+        (7, "unknown option 'colour'"),
+        (8, "line 8:"),
+    ):
+        assert f"line {lineno}: {reason}" in proc.stderr or reason in proc.stderr, proc.stderr
+    rows = listings(tmp_path)
+    assert rows[base + "/listing/api"]["every"] == 43200
+    assert rows[base + "/listing/api?shape=ids"]["options"] == {
+        "url_template": "/listing/item/{id}"
+    }
+    assert len(rows) == 2
+    assert f"{base}/products/a" in entry_states(tmp_path)
