@@ -230,11 +230,26 @@ class Alerter:
             started += 1
         return started
 
+    def send(self, title: str, body: str, what: str) -> None:
+        """Start delivering one message that is not about a change (a drift alarm,
+        :mod:`pricewatch.drift`) to every channel; ``what`` names it in the log."""
+        loop = asyncio.get_running_loop()
+        for name, channel in self.channels:
+            task = loop.create_task(self._deliver_text(title, body, what, name, channel))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
     async def _deliver(self, alert: Alert, name: str, channel: apprise.Apprise) -> None:
+        what = f"{'+'.join(alert.rules)} of {alert.change.url}"
+        await self._deliver_text(alert.title, alert.body, what, name, channel)
+
+    async def _deliver_text(
+        self, title: str, body: str, what: str, name: str, channel: apprise.Apprise
+    ) -> None:
         try:
             ok = bool(
                 await asyncio.wait_for(
-                    channel.async_notify(body=alert.body, title=alert.title),
+                    channel.async_notify(body=body, title=title),
                     self.config.timeout,
                 )
             )
@@ -247,13 +262,7 @@ class Alerter:
             self.stats.inc_value("pricewatch/alerts/sent")
         else:
             self.stats.inc_value("pricewatch/alerts/failed")
-            logger.warning(
-                "Alert %s of %s not delivered to %s: %s",
-                "+".join(alert.rules),
-                alert.change.url,
-                name,
-                why,
-            )
+            logger.warning("Alert %s not delivered to %s: %s", what, name, why)
 
     async def close(self) -> None:
         """Wait at most ``timeout`` for the deliveries in flight; count the rest failed."""

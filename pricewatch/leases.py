@@ -166,7 +166,7 @@ class CrawlResources:
         stats = self.crawler.stats
         assert stats is not None
         stats.inc_value(f"pricewatch/reason/{outcome.value}/{reason}")
-        await self.complete([Completion(lease, outcome, retry_after=retry_after)])
+        await self.complete([Completion(lease, outcome, retry_after=retry_after, reason=reason)])
 
     async def _spider_closed(self) -> None:
         if self._releasing is not None:  # releases on their way: let them land first

@@ -44,6 +44,7 @@ from scrapy.exceptions import DropItem, NotConfigured
 
 from pricewatch.alerts import Alerter
 from pricewatch.configversion import ConfigVersion
+from pricewatch.drift import DriftMonitor
 from pricewatch.frontier import Completion, FrontierUnavailable
 from pricewatch.items import ObservationItem, OfferItem
 from pricewatch.leases import CrawlResources
@@ -180,7 +181,9 @@ class ValidationPipeline:
         if isinstance(result, InvalidOffer):
             stats.inc_value(f"pricewatch/validate/dropped/{result.reason}")
             if item.lease is not None:
-                await self.resources.complete([Completion(item.lease, Outcome.NO_PRICE)])
+                await self.resources.complete(
+                    [Completion(item.lease, Outcome.NO_PRICE, reason=f"invalid_{result.reason}")]
+                )
             raise DropItem(f"invalid offer ({result.reason}): {result.detail}")
         stats.inc_value("pricewatch/validate/passed")
         return ObservationItem(result, item.lease)
@@ -225,6 +228,9 @@ class StorePipeline:
                 f"({self.batch_size}), got {self.max_buffer}"
             )
         self.store: Store = store_from_settings(settings)
+        # Mass changes of a domain are held like a suspicious change (pricewatch/drift.py).
+        if self.store.quarantine_config is not None:
+            self.store.mass_guard = DriftMonitor.of(crawler).mass
         self.alerts: Alerter | None
         try:
             self.alerts = Alerter.from_crawler(crawler)
@@ -346,7 +352,9 @@ class StorePipeline:
             if item.lease is None:
                 continue
             if reason is not None:
-                completions.append(Completion(item.lease, Outcome.NO_PRICE))
+                completions.append(
+                    Completion(item.lease, Outcome.NO_PRICE, reason=f"rejected_{reason}")
+                )
             elif url in result.held and quarantine is not None:
                 # Not published: fetch again soon to confirm or reject the change.
                 completions.append(

@@ -23,7 +23,13 @@ Suspicious (reason codes, also in the stats ``pricewatch/quarantine/held/<reason
 - ``ratio_up`` / ``ratio_down``: the price is more than ``PRICEWATCH_QUARANTINE_RATIO``
   times the published one, or less than the published one divided by it;
 - ``new_minimum``: a price below ``PRICEWATCH_QUARANTINE_MINIMUM_FLOOR`` times the lowest
-  price ever published for the SKU in that currency.
+  price ever published for the SKU in that currency;
+- ``mass_change`` / ``mass_out_of_stock``: the SKU's domain is in a mass change (more than
+  ``PRICEWATCH_DRIFT_MASS_CHANGE_RATE`` of its observations in the window changed price,
+  or more than ``PRICEWATCH_DRIFT_MASS_OUT_OF_STOCK_RATE`` went out of stock; counted by
+  the store's :class:`MassGuard`, see :mod:`pricewatch.drift`) and this observation is part
+  of it. A genuine shop-wide sale is published by the confirming fetch, a broken template
+  that reverts is never published.
 
 Nothing is held for a SKU's first observation (there is nothing to compare with).
 Decisions are pure (:func:`decide`), shared by every store backend, and idempotent under
@@ -41,7 +47,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pricewatch import settings as defaults
 
@@ -56,7 +62,15 @@ CONFIRMED = "confirmed"  # a second fetch agreed: published (as that fetch's cha
 REJECTED = "rejected"  # never published: the next fetch disagreed, or attempts ran out
 STATUSES = (HELD, CONFIRMED, REJECTED)
 
-REASONS = ("currency_change", "ratio_up", "ratio_down", "new_minimum")
+REASONS = (
+    "currency_change",
+    "ratio_up",
+    "ratio_down",
+    "new_minimum",
+    "mass_change",
+    "mass_out_of_stock",
+)
+OUT_OF_STOCK = "OutOfStock"
 
 STATS = (
     "pricewatch/quarantine/held",  # observations held (not published), and per reason
@@ -137,6 +151,7 @@ class Published:
     currency: str
     checked_at: datetime
     min_price: Decimal | None  # lowest published price in ``currency``
+    availability: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,13 +182,35 @@ class Verdict:
     attempt: int = 0  # its attempt number in the chain
 
 
+class MassGuard(Protocol):
+    """Counts a domain's observations and says when one is part of a mass change
+    (:class:`pricewatch.drift.MassChanges`); called from the store's writer, any thread."""
+
+    def observe(self, domain: str, changed: bool, out_of_stock: bool) -> str | None: ...
+
+
+def mass_reason(
+    guard: MassGuard | None, published: Published, hold: Hold | None, obs: Observation
+) -> str | None:
+    """Count ``obs`` in its domain's window and return ``mass_change`` or
+    ``mass_out_of_stock`` when it is part of one. A confirming fetch (an open hold) and a
+    late replay are not counted."""
+    if guard is None or hold is not None or obs.observed_at <= published.checked_at:
+        return None
+    changed = obs.price != published.price or obs.currency != published.currency
+    out_of_stock = obs.availability == OUT_OF_STOCK and published.availability != OUT_OF_STOCK
+    return guard.observe(obs.domain, changed, out_of_stock)
+
+
 def decide(
     config: QuarantineConfig,
     published: Published | None,
     hold: Hold | None,
     obs: Observation,
+    mass: str | None = None,
 ) -> Verdict:
-    """What the store does with ``obs`` (not yet recorded in ``price_quarantine``).
+    """What the store does with ``obs`` (not yet recorded in ``price_quarantine``);
+    ``mass`` is its :func:`mass_reason`.
 
     The caller handles replays first: an observation already in ``price_quarantine``
     changes nothing."""
@@ -188,7 +225,7 @@ def decide(
         if hold.attempt >= config.max_confirmations:
             return Verdict(Action.GIVE_UP, reason, hold.attempt + 1)
         return Verdict(Action.REPLACE, reason, hold.attempt + 1)
-    reason = config.suspicion(published, obs.price, obs.currency)
+    reason = config.suspicion(published, obs.price, obs.currency) or mass
     if reason is None:
         return Verdict(Action.PUBLISH)
     if hold is not None:  # older than the open hold but newer than the published offer

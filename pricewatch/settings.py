@@ -533,6 +533,7 @@ EXTENSIONS = {
     "pricewatch.progress.Progress": 600,
     "pricewatch.metrics.Metrics": 700,
     "pricewatch.watchdog.ReactorWatchdog": 800,
+    "pricewatch.drift.DriftMonitor": 810,
     "pricewatch.extensions.StatsFile": 500,
 }
 # Where StatsFile writes the run's record (JSON: status, exit code, the one-line error,
@@ -563,3 +564,19 @@ PRICEWATCH_WATCHDOG_ENABLED = True
 PRICEWATCH_WATCHDOG_INTERVAL = 0.1
 PRICEWATCH_WATCHDOG_THRESHOLD = 0.5
 PRICEWATCH_WATCHDOG_LOG_INTERVAL = 60.0
+# Drift alarms (pricewatch/drift.py), per domain over the last WINDOW seconds, once the
+# window holds MIN_SAMPLE events: the share of fetched pages with no price (NO_PRICE: the
+# shop changed its markup), with an offer validation dropped (INVALID), of fetches blocked
+# (BLOCKED), of observations that changed the published price (MASS_CHANGE) or went out of
+# stock (MASS_OUT_OF_STOCK) at or over its rate raises an alarm: an ERROR, a stat, an alert
+# (PRICEWATCH_ALERT_URLS) and `scrapy frontier` showing the domain as drifting; a mass
+# change's observations are held until a second fetch confirms them. Rates are 0-1, 0 turns
+# one off. Lower MIN_SAMPLE for small shops; shorten WINDOW to notice sooner.
+PRICEWATCH_DRIFT_ENABLED = True
+PRICEWATCH_DRIFT_WINDOW = 3600.0
+PRICEWATCH_DRIFT_MIN_SAMPLE = 20
+PRICEWATCH_DRIFT_NO_PRICE_RATE = 0.5
+PRICEWATCH_DRIFT_INVALID_RATE = 0.3
+PRICEWATCH_DRIFT_BLOCKED_RATE = 0.5
+PRICEWATCH_DRIFT_MASS_CHANGE_RATE = 0.5
+PRICEWATCH_DRIFT_MASS_OUT_OF_STOCK_RATE = 0.8

@@ -6,11 +6,17 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from scrapy.settings import Settings
+
+from pricewatch.commands.frontier import _when
+from pricewatch.driftstate import DriftAlarm, drift_states_from_settings
 from pricewatch.frontier import Completion, Entry
 from pricewatch.outcomes import Outcome
 from tests.fixtures.redis import MakeFrontier
+from tests.helpers import project_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,6 +43,14 @@ async def test_counts_show_requeue_and_purge(
     leases = await frontier.claim(3)
     gone = next(lease for lease in leases if lease.domain == "a.test")
     await frontier.complete([Completion(gone, Outcome.GONE)])
+    # A drift alarm raised by a crawl (pricewatch/drift.py), and one that has expired.
+    states = drift_states_from_settings(
+        Settings(project_settings(PRICEWATCH_FRONTIER_URL=frontier_url))
+    )
+    now = time.time()
+    await states.raise_alarm(DriftAlarm("b.test", "no_price", "no_price rate 60%", now, now + 60))
+    await states.raise_alarm(DriftAlarm("a.test", "blocked", "old", now - 90, now - 30))
+    await states.close()
 
     shown = scrapy("--frontier", frontier_url)
     assert shown.returncode == 0, shown.stderr
@@ -49,11 +63,23 @@ async def test_counts_show_requeue_and_purge(
         "(total)": ["3", "0", "2", "1", "0"],
     }
     assert "next due: now" in shown.stdout
+    drifting = [line for line in lines if line.startswith("drifting:")]
+    assert drifting == [f"drifting: b.test: no_price rate 60% (since {_when(now)} UTC)"]
 
     as_json = scrapy("--frontier", frontier_url, "--json", "--domain", "a.test")
     assert [json.loads(line) for line in as_json.stdout.splitlines()] == [
-        {"domain": "a.test", "due": 2, "scheduled": 0, "inflight": 1, "retired": 1, "dead": 0}
+        {
+            "domain": "a.test",
+            "due": 2,
+            "scheduled": 0,
+            "inflight": 1,
+            "retired": 1,
+            "dead": 0,
+            "drifting": [],
+        }
     ]
+    b_json = scrapy("--frontier", frontier_url, "--json", "--domain", "b.test")
+    assert json.loads(b_json.stdout)["drifting"] == ["no_price"]
 
     entry = scrapy("--frontier", frontier_url, "--show", gone.url)
     assert entry.returncode == 0, entry.stderr

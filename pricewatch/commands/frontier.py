@@ -1,7 +1,9 @@
 """``scrapy frontier``: what the schedule holds, and an operator's repairs. Both backends.
 
 - ``scrapy frontier [--domain D] [--json]``: per domain, the entries due now, scheduled
-  later, in flight, retired and dead, with totals and the wait until the next one is due.
+  later, in flight, retired and dead, with totals and the wait until the next one is due,
+  and the domains drifting (:mod:`pricewatch.drift`: a ``drifting:`` line per alarm in
+  force, the ``drifting`` list of kinds in JSON).
 - ``scrapy frontier --show URL``: one entry as stored (state, due time, counters).
 - ``scrapy frontier --requeue DOMAIN``: every entry of DOMAIN not in flight due now,
   retired and dead ones included (e.g. after a shop fixed its site, or after an
@@ -27,8 +29,10 @@ from datetime import UTC, datetime
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
+from scrapy.settings import BaseSettings
 
 from pricewatch.commands._output import reader_went_away, use_help_formatter
+from pricewatch.driftstate import DriftAlarm, DriftStateUnavailable, drift_states_from_settings
 from pricewatch.frontier import (
     DomainCounts,
     Frontier,
@@ -55,6 +59,19 @@ def counts_table(rows: Sequence[DomainCounts]) -> str:
 
     body = [line(COLUMNS), line(["-" * w for w in widths]), *map(line, cells)]
     return "\n".join(body) + "\n"
+
+
+async def drift_alarms(settings: BaseSettings, domain: str | None) -> list[DriftAlarm]:
+    """The drift alarms in force (:mod:`pricewatch.driftstate`); none if unreadable."""
+    states = drift_states_from_settings(settings)
+    try:
+        alarms = await states.active()
+    except DriftStateUnavailable as exc:
+        print(f"frontier: drift alarms not read: {exc}", file=sys.stderr)
+        return []
+    finally:
+        await states.close()
+    return [a for a in alarms if domain is None or a.domain == domain]
 
 
 def _when(epoch: float) -> str:
@@ -130,11 +147,16 @@ class Command(ScrapyCommand):
         rows = await frontier.counts()
         if opts.domain:
             rows = [row for row in rows if row.domain == opts.domain]
+        assert self.settings is not None
+        alarms = await drift_alarms(self.settings, opts.domain)
         if opts.json:
             for row in rows:
-                print(json.dumps(asdict(row)))
+                kinds = [a.kind for a in alarms if a.domain == row.domain]
+                print(json.dumps({**asdict(row), "drifting": kinds}))
             return 0
         sys.stdout.write(counts_table(rows))
+        for alarm in alarms:
+            print(f"drifting: {alarm.domain}: {alarm.detail} (since {_when(alarm.raised_at)} UTC)")
         wait = await frontier.next_due_in()
         if wait is None:
             print("nothing scheduled")

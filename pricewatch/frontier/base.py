@@ -61,13 +61,17 @@ class Completion:
     ``retry_after`` (seconds) asks not to fetch again before it (Retry-After, circuit);
     ``confirm_in`` (seconds, ``ok`` only) asks to fetch again that soon, instead of the
     entry's interval: the store held a suspicious change until a second fetch confirms
-    it (:mod:`pricewatch.quarantine`)."""
+    it (:mod:`pricewatch.quarantine`). ``reason`` says why a lease ended without an
+    observation (``robots_txt``, ``http_429``, ``not_found``, ``invalid_<reason>`` for an
+    offer validation dropped, ``rejected_<reason>`` for a row the store refused...): for the
+    drift alarms and the audit trail; the frontier does not read it."""
 
     lease: Lease
     outcome: Outcome
     changed: bool = False
     retry_after: float | None = None
     confirm_in: float | None = None
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

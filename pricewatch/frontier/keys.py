@@ -47,6 +47,8 @@ key                         type    holds
 ``listing_leases``          HASH    listing URL -> "token<TAB>deadline"
 ``members:<listing id>``    HASH    product URL -> number of the traversal of the
                                     listing that last listed it
+``drift``                   HASH    "<domain> <kind>" -> JSON drift alarm
+                                    (:mod:`pricewatch.driftstate`)
 ==========================  ======  ===============================================
 
 An entry id is in exactly one of ``sched:<domain>``, ``inflight``, ``retired:<domain>``,
@@ -96,6 +98,7 @@ class Keys:
         self.listing_state = self.prefix + "listing_state"
         self.listing_due = self.prefix + "listing_due"
         self.listing_leases = self.prefix + "listing_leases"
+        self.drift = self.prefix + "drift"  # HASH, pricewatch/driftstate.py
         self.pattern = self.prefix + "*"
 
     def script_keys(self) -> list[str]:

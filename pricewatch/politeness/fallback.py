@@ -314,7 +314,7 @@ class OfficialSourceMiddleware(_Official):
         logger.info("Official source failed for %s: %s", lease.url, why)
         retry_after = meta.get(FALLBACK_DEFERRED_META)
         await CrawlResources.of(self.crawler).complete(
-            [Completion(lease, Outcome.SKIPPED, retry_after=retry_after)]
+            [Completion(lease, Outcome.SKIPPED, retry_after=retry_after, reason="fallback_failed")]
         )
 
 

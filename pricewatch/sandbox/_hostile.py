@@ -16,6 +16,9 @@ malformed       broken markup: invalid UTF-8, NUL bytes, unclosed tags, a trunca
                 JSON-LD offer, 5,000 nested elements (no price to find)
 inject          the real page with injection strings (SQL, CSV formulas, ANSI escapes,
                 script, template, NUL) added to the product's name: the offer is valid
+redesign        the shop's new page template, as after a relaunch: the product's name and
+                buy button, the price drawn as an image; no price markup, no price text
+                (schema drift: 200 OK, nothing to extract)
 =============== ==========================================================================
 
 The ground truth (``/_truth``) is unchanged: a crawler must store the real price of an
@@ -27,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import html
 import zlib
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +49,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "huge": {"fraction": 1.0, "size": 16 * MIB, "chunked": False},
     "malformed": {"fraction": 1.0},
     "inject": {"fraction": 1.0},
+    "redesign": {"fraction": 1.0},
 }
 NAMES = tuple(PARAMS)
 
@@ -98,6 +103,8 @@ async def respond(
         raise web.HTTPFound(f"{request.path}?hop={int(hop) + 1 if hop.isdigit() else 1}")
     if name == "malformed":
         return web.Response(body=_malformed(product), content_type="text/html")
+    if name == "redesign":
+        return web.Response(text=_redesigned(product), content_type="text/html", charset="utf-8")
     if name == "inject":
         hostile = dataclasses.replace(product, name=" | ".join((*INJECTIONS, product.name)))
         return web.Response(
@@ -142,6 +149,17 @@ def _bomb(size: int) -> bytes:
         left -= MIB
     out.append(packer.flush())
     return b"".join(out)
+
+
+def _redesigned(product: Product) -> str:
+    name = html.escape(product.name)
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{name}</title></head><body><main class='pdp-v2'><h1>{name}</h1>"
+        f"<img class='tag-art' alt='' src='/img/t/{html.escape(product.sku)}.png'>"
+        "<form method='post' action='/cart'><button type='submit'>Add to basket</button>"
+        "</form></main></body></html>"
+    )
 
 
 def _malformed(product: Product) -> bytes:

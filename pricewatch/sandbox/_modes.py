@@ -28,7 +28,8 @@ loyalty     a loyalty scheme: ``/login`` (any method) sets the cookie ``cookie``
             (``loyalty_price``)
 =========== ============================================================================
 
-Hostile modes (``bomb``, ``trickle``, ``redirect_loop``, ``huge``, ``malformed``, ``inject``)
+Hostile modes (``bomb``, ``trickle``, ``redirect_loop``, ``huge``, ``malformed``, ``inject``,
+``redesign``)
 are described in ``pricewatch.sandbox._hostile``; they come after these in the order.
 """
 

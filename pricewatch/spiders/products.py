@@ -263,7 +263,7 @@ class ProductSpider(Spider):
             reason = reason or NOT_FOUND
             self.crawler.stats.inc_value(f"pricewatch/extract/no_price/{reason}")
             logger.debug("%s has no price: %s", lease.url, reason)
-            await self._complete(lease, Outcome.NO_PRICE)
+            await self._complete(lease, Outcome.NO_PRICE, reason=reason)
             return
         self.crawler.stats.inc_value(f"pricewatch/extract/source/{offer.source}")
         # The fetch is over: the lease stops counting against the domain's cap while the
@@ -282,9 +282,15 @@ class ProductSpider(Spider):
         await self.resources.end(lease, outcome, reason, retry_after)
 
     async def _complete(
-        self, lease: Lease, outcome: Outcome, retry_after: float | None = None
+        self,
+        lease: Lease,
+        outcome: Outcome,
+        retry_after: float | None = None,
+        reason: str | None = None,
     ) -> None:
-        await self.resources.complete([Completion(lease, outcome, retry_after=retry_after)])
+        await self.resources.complete(
+            [Completion(lease, outcome, retry_after=retry_after, reason=reason)]
+        )
 
 
 def _failure_outcome(exc: BaseException) -> tuple[Outcome, str, float | None]:

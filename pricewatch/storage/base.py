@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pricewatch.quarantine import QuarantineConfig
+    from pricewatch.quarantine import MassGuard, QuarantineConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +155,9 @@ class Store(abc.ABC):
     url: str
     # Holds suspicious changes until confirmed (pricewatch/quarantine.py); None: publish all.
     quarantine_config: QuarantineConfig | None = None
+    # Counts each domain's changes and holds those of a mass change (pricewatch/drift.py);
+    # used only with a quarantine config.
+    mass_guard: MassGuard | None = None
 
     async def open(self) -> None:  # noqa: B027 - optional hook
         """Connect and apply migrations. Raises ``StoreUnavailable`` naming the masked URL."""

@@ -54,6 +54,7 @@ from pricewatch.quarantine import (
     Published,
     QuarantineConfig,
     decide,
+    mass_reason,
 )
 from pricewatch.storage._migrations import migrations
 from pricewatch.storage._values import (
@@ -226,7 +227,7 @@ def _round_changes(rows: list[asyncpg.Record], part: WriteResult) -> set[str]:
 # is already in price_quarantine (a replay). Rows of SKUs not stored yet are left out.
 _DECISION_STATE = """
 SELECT o.url, p.price, p.currency, p.last_checked_at, p.min_price,
-       q.observed_at, q.price, q.currency, q.reason, q.attempt, d.status
+       q.observed_at, q.price, q.currency, q.reason, q.attempt, d.status, p.availability
 FROM unnest($1::text[], $2::timestamptz[]) AS o(url, observed_at)
 JOIN products p ON p.url = o.url
 LEFT JOIN price_quarantine q ON q.url = o.url AND q.status = 'held'
@@ -568,8 +569,10 @@ class PostgresStore(Store):
                 currency=row[2].strip(),
                 checked_at=row[3],
                 min_price=row[4],
+                availability=row[11],
             )
-            verdict = decide(config, published, hold, obs)
+            mass = mass_reason(self.mass_guard, published, hold, obs)
+            verdict = decide(config, published, hold, obs, mass)
             action = verdict.action
             if action in (Action.CONFIRM, Action.REVERT, Action.REPLACE, Action.GIVE_UP):
                 assert hold is not None

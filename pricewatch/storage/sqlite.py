@@ -43,6 +43,7 @@ from pricewatch.quarantine import (
     Published,
     QuarantineConfig,
     decide,
+    mass_reason,
 )
 from pricewatch.storage._migrations import migrations, sqlite_statements
 from pricewatch.storage._values import Columns, iso_utc, parse_iso, problem, stored_text
@@ -464,8 +465,10 @@ class SQLiteStore(Store):
             currency=stored[3],
             checked_at=parse_iso(stored[1]),
             min_price=_decimal(stored[4]),
+            availability=stored[5],
         )
-        verdict = decide(config, published, hold, obs)
+        mass = mass_reason(self.mass_guard, published, hold, obs)
+        verdict = decide(config, published, hold, obs, mass)
         action = verdict.action
         if action in (Action.CONFIRM, Action.REVERT, Action.REPLACE, Action.GIVE_UP):
             assert hold is not None
