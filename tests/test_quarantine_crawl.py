@@ -91,10 +91,14 @@ def test_a_one_fetch_glitch_is_held_and_never_published(
     history = scrapy(tmp_path, "prices", "--history", glitches[0], env=env)
     assert history.returncode == 0, history.stderr
     lines = history.stdout.splitlines()[2:]
-    assert [" ".join(line.split()[5:-1]) for line in lines] == [
+    assert [" ".join(line.split()[5:-2]) for line in lines] == [
         "published",
         "rejected (ratio_up)",
     ]
+    # Each row names the config version of the crawl that observed it: the second crawl
+    # ran with another PRICEWATCH_QUARANTINE_CONFIRM_DELAY, so another version.
+    versions = [line.split()[-2] for line in lines]
+    assert len(set(versions)) == 2 and all(len(v) == 12 for v in versions)
 
 
 def test_a_real_large_change_is_confirmed_by_a_second_fetch_and_published(
