@@ -17,8 +17,10 @@ fetched again rather than lost.
 
 A lease whose fetch ended (its offer goes to the store) is handed to
 :meth:`CrawlResources.release`: the frontier stops counting it against the domain's
-in-flight cap while the lease waits for its store batch to commit. Releases are sent in
-batches, one frontier call at a time; one that fails is counted
+in-flight cap while the lease waits for its store batch to commit. Releases ride on the
+spider's next claim (:meth:`CrawlResources.claim`, one round trip for both, and the claim
+sees the slots free); those no claim has carried after :data:`RELEASE_DELAY` are sent on
+their own, in one batch, one frontier call at a time. A release that fails is counted
 (``pricewatch/frontier/release_failed``) and changes nothing (the slot frees at the
 completion instead).
 """
@@ -52,6 +54,9 @@ leases_completed = object()
 sequence of :class:`~pricewatch.frontier.Completion`): per-domain outcomes for metrics."""
 
 CLOSE_TIMEOUT = 10.0
+# Seconds a release waits for a claim to carry it before it is sent on its own: until then
+# only this crawl's own claims (which carry it) would see the slot free, not other workers'.
+RELEASE_DELAY = 0.1
 
 
 class CrawlResources:
@@ -63,6 +68,7 @@ class CrawlResources:
         self._released: set[str] = set()  # outstanding leases whose fetch ended
         self._to_release: list[Lease] = []
         self._releasing: asyncio.Task[None] | None = None
+        self._release_timer: asyncio.TimerHandle | None = None
         self._settled: asyncio.Event | None = None
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
 
@@ -96,9 +102,10 @@ class CrawlResources:
 
     @property
     def settled(self) -> asyncio.Event:
-        """Set whenever a completion or a release has reached the frontier (or failed
-        to): what the frontier would hand out may have changed. Clear it, claim, and if
-        the claim found nothing, it being set says to claim again rather than stop."""
+        """Set whenever a completion has reached the frontier (or failed to), or a fetch
+        ended (its release goes with the next claim): what the frontier would hand out may
+        have changed. Clear it, claim, and if the claim found nothing, it being set says to
+        claim again rather than stop."""
         if self._settled is None:
             self._settled = asyncio.Event()
         return self._settled
@@ -106,27 +113,60 @@ class CrawlResources:
     def claimed(self, leases: Sequence[Lease]) -> None:
         self._outstanding.update(lease.token for lease in leases)
 
+    async def claim(self, n: int) -> list[Lease]:
+        """Up to ``n`` leases, claimed in the same frontier call that releases the slots
+        of the fetches that ended since (raises ``FrontierUnavailable``)."""
+        frontier = await self.frontier()
+        released = self._take_releases()
+        try:
+            leases = await frontier.release_and_claim(released, n)
+        except FrontierUnavailable as exc:
+            self._release_failed(released, exc)
+            raise
+        self.claimed(leases)
+        return leases
+
     def release(self, lease: Lease) -> None:
         """The fetch of ``lease`` ended; its completion follows after the store commits."""
         if lease.token not in self._outstanding or lease.token in self._released:
             return
         self._released.add(lease.token)
         self._to_release.append(lease)
-        if self._releasing is None:
+        self.settled.set()  # room to claim: the claim carries the release
+        if self._release_timer is None and self._releasing is None:
+            loop = asyncio.get_running_loop()
+            self._release_timer = loop.call_later(RELEASE_DELAY, self._send_releases)
+
+    def _take_releases(self) -> list[Lease]:
+        """The releases not sent yet, but those of leases completed meanwhile (their
+        completion freed their slot)."""
+        if self._release_timer is not None:
+            self._release_timer.cancel()
+            self._release_timer = None
+        batch, self._to_release = self._to_release, []
+        return [lease for lease in batch if lease.token in self._released]
+
+    def _send_releases(self) -> None:
+        self._release_timer = None
+        if self._releasing is None and self._to_release:
             self._releasing = asyncio.get_running_loop().create_task(self._release_loop())
 
-    async def _release_loop(self) -> None:
+    def _release_failed(self, batch: Sequence[Lease], exc: Exception) -> None:
+        if not batch:
+            return
         stats = self.crawler.stats
         assert stats is not None
+        stats.inc_value("pricewatch/frontier/release_failed", len(batch))
+        logger.warning("Could not release %d lease slot(s): %s", len(batch), exc)
+
+    async def _release_loop(self) -> None:
         try:
-            while self._to_release:
-                batch, self._to_release = self._to_release, []
+            while batch := self._take_releases():
                 try:
                     frontier = await self.frontier()
                     await frontier.release_slots(batch)
                 except FrontierUnavailable as exc:
-                    stats.inc_value("pricewatch/frontier/release_failed", len(batch))
-                    logger.warning("Could not release %d lease slot(s): %s", len(batch), exc)
+                    self._release_failed(batch, exc)
                 self.settled.set()
         finally:
             self._releasing = None
@@ -169,6 +209,7 @@ class CrawlResources:
         await self.complete([Completion(lease, outcome, retry_after=retry_after, reason=reason)])
 
     async def _spider_closed(self) -> None:
+        self._send_releases()  # leases not completed (the store is down) free their slots
         if self._releasing is not None:  # releases on their way: let them land first
             try:
                 await asyncio.wait_for(asyncio.shield(self._releasing), CLOSE_TIMEOUT)

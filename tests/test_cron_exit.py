@@ -180,9 +180,11 @@ async def test_a_release_the_frontier_cannot_take_is_counted_and_changes_nothing
     try:
         [lease] = await frontier.claim(5)
         resources.claimed([lease])
-        resources.release(lease)
-        await until(lambda: resources.settled.is_set())
-        assert crawler.stats.get_value("pricewatch/frontier/release_failed") == 1  # type: ignore[union-attr]
+        resources.release(lease)  # no claim carries it: it is sent on its own, and fails
+        stats = crawler.stats
+        assert stats is not None
+        await until(lambda: stats.get_value("pricewatch/frontier/release_failed") is not None)
+        assert stats.get_value("pricewatch/frontier/release_failed") == 1
         assert await frontier.claim(5) == []  # the slot is still taken, until the completion
         await resources.complete([Completion(lease, Outcome.OK)])
         assert len(await frontier.claim(5)) == 1

@@ -258,6 +258,32 @@ async def test_a_released_lease_frees_its_slot_and_stays_leased_until_completed(
     assert await frontier.release_slots([second]) == 0  # completed: nothing to release
 
 
+async def test_a_claim_carries_the_releases_and_sees_their_slots_free(
+    make_frontier: MakeFrontier,
+) -> None:
+    frontier = await make_frontier(domain_max_inflight=2)
+    await frontier.add(entries(urls("a.test", 6)))
+    first, second = await frontier.claim(10)
+    assert await frontier.release_and_claim([], 10) == []  # at the cap
+    # Released in the same call: the claim takes their two slots, and no more.
+    third, fourth = await frontier.release_and_claim([first, second, first], 10)
+    assert {third.url, fourth.url}.isdisjoint({first.url, second.url})
+    assert frontier.stats["pricewatch/frontier/released"] == 2
+    assert await frontier.release_and_claim([first, second], 10) == []  # once per lease
+    assert frontier.stats["pricewatch/frontier/released"] == 2
+    # Released leases stay leased until completed, and completing them frees nothing more.
+    info = await frontier.entry(first.url)
+    assert info is not None and info.state == "inflight"
+    assert await frontier.complete([Completion(lease, Outcome.OK) for lease in (first, second)])
+    assert await frontier.claim(10) == []
+    # A completed lease's token releases nothing; an unreleased lease's completion frees it.
+    assert await frontier.release_and_claim([first], 10) == []
+    assert await frontier.complete([Completion(third, Outcome.OK)]) == 1
+    [fifth] = await frontier.release_and_claim([third], 10)
+    assert fifth.url not in {first.url, second.url, third.url, fourth.url}
+    assert frontier.stats["pricewatch/frontier/released"] == 2
+
+
 async def test_a_released_lease_that_expires_is_reaped_and_counted_once(
     make_frontier: MakeFrontier,
 ) -> None:

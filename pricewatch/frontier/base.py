@@ -241,6 +241,14 @@ class Frontier(abc.ABC):
         store commits) or expires (then it is reaped and fetched again, as any lease). A
         lease whose token is no longer current is ignored. Returns how many were released."""
 
+    async def release_and_claim(self, released: Sequence[Lease], n: int) -> list[Lease]:
+        """:meth:`release_slots` of ``released``, then :meth:`claim` of up to ``n``: the
+        claim sees those slots free. A backend that can do both in one round trip does
+        (Redis: one script call), so the releases of a crawl ride on its claims."""
+        if released:
+            await self.release_slots(released)
+        return await self.claim(n)
+
     @abc.abstractmethod
     async def complete(self, completions: Sequence[Completion]) -> int:
         """Reschedule (or retire) the entries of these leases. A lease whose token is no

@@ -268,12 +268,22 @@ class RedisFrontier(Frontier):
         return new
 
     async def claim(self, n: int) -> list[Lease]:
+        return await self.release_and_claim((), n)
+
+    async def release_and_claim(self, released: Sequence[Lease], n: int) -> list[Lease]:
         if n <= 0:
+            await self.release_slots(released)
             return []
+        if len(released) > COMPLETE_CHUNK:  # rare: the surplus goes first, on its own
+            await self.release_slots(released[COMPLETE_CHUNK:])
+            released = released[:COMPLETE_CHUNK]
         await self._reallocate_if_due()
         policy = self.policy
+        pairs = (
+            _json([[entry_id(lease.url), lease.token] for lease in released]) if released else ""
+        )
         async with self._guard():
-            deadline, rows, malformed, reaped, dead = await self._script(
+            deadline, rows, malformed, reaped, dead, freed = await self._script(
                 "claim",
                 n,
                 repr(policy.lease_ttl),
@@ -282,7 +292,9 @@ class RedisFrontier(Frontier):
                 policy.max_attempts,
                 REAP_LIMIT,
                 SCAN_LIMIT,
+                pairs,
             )
+        self.stats["pricewatch/frontier/released"] += int(freed)
         self._log_malformed(malformed, "claim")
         self.stats["pricewatch/frontier/reaped"] += int(reaped)
         self.stats["pricewatch/frontier/dead"] += int(dead)

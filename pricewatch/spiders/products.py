@@ -142,7 +142,7 @@ class ProductSpider(Spider):
             # it again, so an empty claim is only final if nothing settled meanwhile.
             settled.clear()
             try:
-                leases = await frontier.claim(min(room, self.claim_batch))
+                leases = await self.resources.claim(min(room, self.claim_batch))
                 if not leases and not self.resources.outstanding and self.follow:
                     due_in = await frontier.next_due_in()
                     await asyncio.sleep(min(due_in or self.poll_interval, self.poll_interval))
@@ -161,7 +161,6 @@ class ProductSpider(Spider):
                 await asyncio.sleep(delay)
                 continue
             if leases:
-                self.resources.claimed(leases)
                 for lease in leases:
                     try:
                         request = self.request_for(lease)

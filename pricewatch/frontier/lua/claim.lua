@@ -1,18 +1,22 @@
 -- claim: ARGV = prefix, n, lease ttl, per-domain cap (0 = none), token base, max attempts,
--- reap limit, domain scan limit.
--- Reaps expired leases first, then takes up to n due entries: domains in order of their most
--- overdue entry, round-robin, skipping paused domains and domains at the in-flight cap (leases
--- whose fetch has not ended, see release.lua); within
--- a domain the most overdue first. Each moves from sched:<domain> to `inflight` (scored by the
--- lease deadline) with a fresh token in `leases`.
--- Returns {deadline, leases, malformed ids, reaped, dead-lettered}; each lease is one string of
--- tab-separated fields: id, token, url, domain, sku, importance, attempts, failures, gone,
--- checks, changes, seen_at, health, rate_changes, rate_exposure, observed_at, and the domain's
--- allocation multiplier (0: none) (add refuses URLs and SKUs with control characters).
+-- reap limit, domain scan limit, and the leases whose fetch ended since the last call: a JSON
+-- array of [id, token] pairs, or '' for none.
+-- Releases those leases' slots first (release_fetched in common.lua), so that the claim sees
+-- them free, and reaps expired leases; then takes up to n due entries: domains in order of
+-- their most overdue entry, round-robin, skipping paused domains and domains at the in-flight
+-- cap (leases whose fetch has not ended, see release.lua); within a domain the most overdue
+-- first. Each moves from sched:<domain> to `inflight` (scored by the lease deadline) with a
+-- fresh token in `leases`.
+-- Returns {deadline, leases, malformed ids, reaped, dead-lettered, released}; each lease is one
+-- string of tab-separated fields: id, token, url, domain, sku, importance, attempts, failures,
+-- gone, checks, changes, seen_at, health, rate_changes, rate_exposure, observed_at, and the
+-- domain's allocation multiplier (0: none) (add refuses URLs and SKUs with control characters).
 local n, ttl, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local token_base, max_attempts = ARGV[5], tonumber(ARGV[6])
 local reap_limit, scan_limit = tonumber(ARGV[7]), tonumber(ARGV[8])
 local now = now_seconds()
+local released = 0
+if ARGV[9] ~= nil and ARGV[9] ~= '' then released = release_fetched(cjson.decode(ARGV[9])) end
 local malformed = {}
 local reaped, dead = reap(now, reap_limit, max_attempts, malformed)
 local deadline = now + ttl
@@ -125,4 +129,4 @@ while more do
   end
   depth = depth + 1
 end
-return {fmt(deadline), leases, malformed, reaped, dead}
+return {fmt(deadline), leases, malformed, reaped, dead, released}
