@@ -6,7 +6,9 @@ yet, so its free text (name, SKU, price text) may hold the e-mail addresses and 
 numbers that validation redacts before anything is stored; logs are kept longer and read
 by more people than the store. This formatter logs every item as
 :func:`redacted_item` renders it: free text through :func:`pricewatch.validation.redact`,
-everything through :func:`pricewatch._text.visible`.
+everything through :func:`pricewatch._text.visible`. The rendering waits until a handler
+formats the line: Scrapy builds the "Scraped from" entry of every item whatever the log
+level, and at the default INFO level nobody reads it.
 """
 
 from __future__ import annotations
@@ -70,7 +72,21 @@ class RedactingLogFormatter(LogFormatter):
         return _redacted(super().item_error(item, exception, response, spider), item)
 
 
+class Redacted:
+    """An item as a log argument: rendered by :func:`redacted_item` when formatted."""
+
+    __slots__ = ("item",)
+
+    def __init__(self, item: Any) -> None:
+        self.item = item
+
+    def __str__(self) -> str:
+        return redacted_item(self.item)
+
+    __repr__ = __str__
+
+
 def _redacted(entry: LogFormatterResult, item: Any) -> LogFormatterResult:
     """Scrapy's log entry with the item rendered by :func:`redacted_item`."""
-    entry["args"]["item"] = redacted_item(item)  # type: ignore[index]
+    entry["args"]["item"] = Redacted(item)  # type: ignore[index]
     return entry

@@ -111,6 +111,23 @@ def test_dropped_items_are_logged_redacted(caplog: pytest.LogCaptureFixture) -> 
     assert "\x1b" not in caplog.text
 
 
+def test_scraped_items_are_rendered_redacted_only_when_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    crawler = get_crawler(Spider, settings_dict={})
+    spider = Spider.from_crawler(crawler, name="s")
+    offer = item(name="Ask jane.doe@example.com", sku="A-1")
+    entry = RedactingLogFormatter().scraped(offer, None, spider)  # type: ignore[arg-type]
+    assert not isinstance(entry["args"]["item"], str)  # type: ignore[index]
+    logger = logging.getLogger("t")
+    with caplog.at_level(logging.INFO):
+        logger.log(entry["level"], entry["msg"], entry["args"])  # DEBUG: not rendered
+    assert caplog.text == ""
+    with caplog.at_level(logging.DEBUG):
+        logger.log(entry["level"], entry["msg"], entry["args"])
+    assert "jane.doe" not in caplog.text and "[email]" in caplog.text
+
+
 PAGE = b"""<html><head><script type="application/ld+json">
 {"@context": "https://schema.org", "@type": "Product",
  "name": "Kettle - questions to jane.doe@example.com or +49 30 1234-5678", "sku": "K-1",
