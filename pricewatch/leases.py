@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -178,8 +179,8 @@ class CrawlResources:
             return
         stats = self.crawler.stats
         assert stats is not None
-        for completion in completions:
-            stats.inc_value(f"pricewatch/outcome/{completion.outcome.value}")
+        for outcome, count in Counter(c.outcome for c in completions).items():
+            stats.inc_value(f"pricewatch/outcome/{outcome.value}", count)
         self.crawler.signals.send_catch_log(leases_completed, completions=completions)
         try:
             frontier = await self.frontier()
