@@ -3,7 +3,10 @@
 Starts the sandbox shops, seeds their product URLs, crawls them into one SQLite file,
 prints the prices table and the crawl stats, checks every stored price against the
 sandbox's ``/_truth``, then crawls again to show that an unchanged catalogue adds no
-price-history rows. Exits non-zero if anything disagrees.
+price-history rows. Then it discovers products: it registers the first shop's listings of
+every kind (a gzip sitemap index, numbered pages, a cursor API, an infinite-scroll page, a
+cursor loop, a listing with a short page), traverses them, shows `scrapy listing list`,
+and crawls the products they found. Exits non-zero if anything disagrees.
 """
 
 from __future__ import annotations
@@ -130,10 +133,49 @@ def main(argv: list[str] | None = None) -> int:
             f"\ndemo: second crawl checked {second.get('pricewatch/outcome/ok', 0)} SKUs and "
             f"added {after - before} price_changes rows ({after} in all)"
         )
-        return 1 if wrong or after != before else 0
+        discovered = _discover(base, workdir, env)
+        return 1 if wrong or after != before or not discovered else 0
     finally:
         sandbox.terminate()
         sandbox.wait(10)
+
+
+# Each sandbox listing, its kind, and the state its traversal must end in.
+LISTINGS = (
+    ("/listing/sitemap.xml?n=300&per=100", "sitemap", "done"),
+    ("/listing/offset?page=1", "pages", "done"),
+    ("/listing/api", "cursor", "done"),
+    ("/listing/scroll", "scroll", "done"),
+    ("/listing/loop.json", "cursor", "looped"),
+    ("/listing/short?page=1", "pages", "done"),
+)
+
+
+def _discover(base: str, workdir: Path, env: dict[str, str]) -> bool:
+    """Register, traverse and show the listings of one shop; crawl what they found."""
+    lines = "".join(f'"{base}{path}",{kind},1d\n' for path, kind, _ in LISTINGS)
+    (workdir / "listings.csv").write_text("listings:\n" + lines)
+    print("\ndemo: discovering products from listings (scrapy crawl listings)")
+    _scrapy(["seed", "listings.csv"], workdir, env)
+    _scrapy(["crawl", "listings", "-L", "WARNING"], workdir, env)
+    print(_scrapy(["listing", "list"], workdir, env, capture=True))
+    rows = {
+        r["url"]: r for r in json.loads(_scrapy(["listing", "list", "--json"], workdir, env, True))
+    }
+    wrong = [
+        f"{path}: {rows.get(base + path, {}).get('state')}, expected {state}"
+        for path, _, state in LISTINGS
+        if rows.get(base + path, {}).get("state") != state
+    ]
+    for line in wrong:
+        print(f"  unexpected: {line}")
+    _scrapy(["crawl", "products", "-L", "WARNING"], workdir, env)
+    stats = json.loads((workdir / "stats.json").read_text())
+    print(
+        f"demo: {sum(r['members'] for r in rows.values())} listed products, "
+        f"{stats.get('pricewatch/outcome/ok', 0)} of the new ones stored"
+    )
+    return not wrong
 
 
 if __name__ == "__main__":

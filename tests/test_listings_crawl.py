@@ -230,3 +230,31 @@ def test_seed_file_listings_section(sandbox_factory: Any, tmp_path: Path) -> Non
     }
     assert len(rows) == 2
     assert f"{base}/products/a" in entry_states(tmp_path)
+
+
+def test_listings_on_the_redis_frontier(
+    sandbox_factory: Any, tmp_path: Path, redis_frontier_url: str
+) -> None:
+    sb = sandbox_factory(shops=1, products=5)
+    base = sb.base_url
+    env = scrapy_env(tmp_path, PRICEWATCH_FRONTIER_URL=redis_frontier_url)
+    (tmp_path / "seeds.csv").write_text(
+        "listings:\n"
+        f"{base}/listing/api,cursor\n"
+        f"{base}/listing/loop.json,cursor\n"
+        f'"{base}/listing/sitemap.xml?n=500&per=200",sitemap\n'
+    )
+    assert scrapy(tmp_path, "seed", "seeds.csv", env=env).returncode == 0
+    record = crawl(tmp_path, env=env)
+    assert record["pricewatch/listing/new"] == 60 + 20 + 500
+    rows = listings(tmp_path, env)
+    got = {url.removeprefix(base): (r["state"], r["members"]) for url, r in rows.items()}
+    assert got == {
+        "/listing/api": ("done", 60),
+        "/listing/loop.json": ("looped", 20),
+        "/listing/sitemap.xml?n=500&per=200": ("done", 500),
+    }
+    show = scrapy(tmp_path, "listing", "show", base + "/listing/loop.json", env=env)
+    assert show.returncode == 0 and "looped" in show.stdout and "seen before" in show.stdout
+    missing = scrapy(tmp_path, "listing", "show", base + "/listing/nope", env=env)
+    assert missing.returncode == 3

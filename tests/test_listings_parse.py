@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from pricewatch.listings.define import parse_listings
 from pricewatch.listings.model import Listing, Traversal
 from pricewatch.listings.parse import (
     Item,
@@ -18,6 +19,7 @@ from pricewatch.listings.parse import (
     parse_sitemap,
 )
 from pricewatch.listings.traversal import advance, begin, end, fetch_failed
+from pricewatch.seeding import BadLine
 
 BASE = "https://shop.test/api/list"
 
@@ -130,15 +132,21 @@ def test_a_token_goes_back_in_the_parameter_the_request_already_carries() -> Non
 
 
 @pytest.mark.parametrize(
-    "body",
-    [b"", b"not json", b'{"items": 5}', b'{"items": [{"name": "no url"}]}', b"\xff\xfe", b"[[["],
-    ids=["empty", "text", "items-not-list", "no-url-field", "bad-bytes", "truncated"],
+    ("body", "error"),
+    [
+        (b"", "not JSON"),
+        (b"not json", "not JSON"),
+        (b'{"items": [{"name": "no url"}]}', "no product URL"),
+        (b"\xff\xfe", "not JSON"),
+        (b"[[[", "not JSON"),
+        (b'{"items": 5, "next": "x"}', None),
+    ],
+    ids=["empty", "text", "no-url-field", "bad-bytes", "truncated", "items-not-a-list"],
 )
-def test_bad_json_pages_are_errors_never_exceptions(body: bytes) -> None:
+def test_bad_json_pages_are_errors_never_exceptions(body: bytes, error: str | None) -> None:
     page = parse_json(body, BASE, {})
-    assert page.items == [] and page.next_url is None
-    if body not in (b'{"items": 5}',):
-        assert page.error is not None or page.items == []
+    assert page.items == [] and page.next_url is None  # an unreadable page ends nothing silently
+    assert (page.error is None) if error is None else (error in (page.error or ""))
 
 
 # -- HTML ---------------------------------------------------------------------------------
@@ -314,3 +322,54 @@ def test_the_state_survives_its_json_form() -> None:
     assert Traversal.from_json(t.to_json()) == t
     done = end(t, "done", 7.0)
     assert Traversal.from_json(done.to_json()) == done
+
+
+# -- the seed file's listings section -----------------------------------------------------
+
+HOSTILE_LISTINGS = [
+    pytest.param("https://s.test/c,carousel", "kind must be one of", id="unknown-kind"),
+    pytest.param("https://s.test/c", "needs a URL and a kind", id="no-kind"),
+    pytest.param("https://s.test/c,pages,often", "period must be", id="bad-period"),
+    pytest.param("https://s.test/c,pages,0s", "period must be > 0", id="zero-period"),
+    pytest.param("https://s.test/c,pages,1d,colour=red", "unknown option", id="unknown-option"),
+    pytest.param("https://s.test/c,pages,1d,max_pages=-1", "max_pages must be", id="bad-bound"),
+    pytest.param("https://s.test/c,pages,1d,importance=1e9", "importance must be", id="importance"),
+    pytest.param("https://s.test/c,pages,1d,link_css", "is not name=value", id="bare-option"),
+    pytest.param("ftp://s.test/c,pages", "http", id="not-http"),
+    pytest.param("https://user:pw@s.test/c,pages", "credentials", id="credentials"),
+    pytest.param('"https://s.test/c,pages', "bad CSV", id="open-quote"),
+    pytest.param("https://s.test/c\x07,pages", "control", id="control-character"),
+    pytest.param("https://s.test/c,pages,1d,endpoint=javascript:x", "endpoint must be", id="js"),
+]
+
+
+@pytest.mark.parametrize(("line", "reason"), HOSTILE_LISTINGS)
+def test_hostile_listing_lines_are_reported_by_number(line: str, reason: str) -> None:
+    [result] = parse_listings([(7, line)], default_every=60.0)
+    assert isinstance(result, BadLine), result
+    assert result.lineno == 7 and reason in result.reason, result.reason
+    assert "pw@" not in str(result)  # credentials never echoed
+
+
+def test_good_listing_lines_are_canonical_with_their_options() -> None:
+    found = list(
+        parse_listings(
+            [
+                (1, "# a comment"),
+                (2, ""),
+                (3, "HTTPS://S.test/api?b=2&a=1,cursor,12h,items_path=data,cursor_param=after"),
+                (4, "https://s.test/sitemap.xml,sitemap"),
+            ],
+            default_every=60.0,
+        )
+    )
+    assert found == [
+        Listing(
+            "https://s.test/api?a=1&b=2",
+            "cursor",
+            "s.test",
+            43200.0,
+            {"items_path": "data", "cursor_param": "after"},
+        ),
+        Listing("https://s.test/sitemap.xml", "sitemap", "s.test", 60.0, {}),
+    ]

@@ -261,10 +261,12 @@ def item_page(base: str, item_id: str, cat: Category) -> str | None:
     if item_id.startswith("s") and item_id[1:].isdigit():
         cents = 1000 + int(item_id[1:]) % 9000
     elif item_id.isdigit():
-        item = cat.items.get(int(item_id))
-        if item is None:
-            return None
-        cents = item.cents
+        number = int(item_id)
+        item = cat.items.get(number)
+        if item is None and (number in cat.removed or number < cat.next_id):
+            return None  # removed from the category, or never in it
+        # The loop and short listings' items (1000+, 2000+) are not in the category.
+        cents = item.cents if item is not None else 1000 + number % 9000
     else:
         return None
     price = Decimal(cents) / 100
