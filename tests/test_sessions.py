@@ -18,6 +18,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
+from pricewatch.browser import BrowserRouter
 from pricewatch.exceptions import ProxiesBenched
 from pricewatch.frontier import Entry
 from pricewatch.leases import CrawlResources
@@ -337,3 +338,27 @@ async def test_a_restarted_worker_resumes_the_session_with_its_cookies(
     assert again.meta["proxy"] == request.meta["proxy"]
     assert again.headers.get(b"Cookie") == b"loyalty=m3mb3r"
     assert stat(second, "sessions/resumed") == 1 and stat(second, "sessions/created") == 0
+
+
+async def test_a_browser_page_gets_its_session_as_a_context_on_the_same_proxy(
+    sqlite_frontier_url: str, middlewares: list[SessionMiddleware]
+) -> None:
+    mw = build_middleware(sqlite_frontier_url)
+    middlewares.append(mw)
+    plain = await sent(mw)
+    router = BrowserRouter.of(mw.crawler)
+    request = Request(
+        f"http://{SHOP}/p/1", meta=router.browser_meta(f"http://{SHOP}/p/1", SHOP, "declared")
+    )
+    routed_to = request.meta["playwright_context"]
+    await mw.process_request(request)
+    meta = request.meta
+    assert meta[SESSION_META] == plain.meta[SESSION_META]  # the SKU's session, as over HTTP
+    assert meta["playwright_context"] == f"pricewatch-session-{meta[SESSION_META]}"
+    kwargs = meta["playwright_context_kwargs"]
+    assert kwargs["proxy"] == {"server": "http://127.0.0.1:1", "username": "u", "password": "pw"}
+    assert kwargs["user_agent"] == plain.headers[b"User-Agent"].decode()
+    assert kwargs["java_script_enabled"]  # the router's own options kept
+    # No proxy meta: Scrapy would make a Proxy-Authorization header the browser sends on.
+    assert "proxy" not in meta and b"Proxy-Authorization" not in request.headers
+    assert router._assigned[routed_to] == 0 and router._assigned[meta["playwright_context"]] == 1

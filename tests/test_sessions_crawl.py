@@ -17,6 +17,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .fixtures.proxies import ProxyGroup
 from .fixtures.sandbox import SandboxProcess
 from .helpers import scrapy, scrapy_env, start_scrapy
@@ -264,3 +266,42 @@ def _pool(group: ProxyGroup) -> list[Any]:
     from pricewatch.sessions import Proxy
 
     return [Proxy.parse(url) for url in group.urls()]
+
+
+CHROMIUM = Path("/usr/lib/chromium/chromium")
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="no system Chromium")
+def test_browser_pages_go_through_their_session_proxy(
+    sandbox_factory: Callable[..., SandboxProcess],
+    proxies: Callable[..., ProxyGroup],
+    tmp_path: Path,
+) -> None:
+    sb = sandbox_factory(shops=1, products=4, js_shops=1, js_weight="light")
+    js = sb.js_shops[0]
+    group = proxies(3, credentials=CREDENTIALS)
+    env = env_for(tmp_path, group)
+    urls = sb.urls(host=js["host"])
+    seed(tmp_path, urls, env)
+    sb.reset_stats()
+    # Chromium sends loopback addresses (the sandbox's) through a proxy only when told to.
+    launch = {
+        "executable_path": str(CHROMIUM),
+        "headless": True,
+        "args": ["--no-sandbox", "--disable-gpu", "--proxy-bypass-list=<-loopback>"],
+    }
+    stats, log = crawl(
+        tmp_path,
+        env,
+        "-s", f"PRICEWATCH_JS_DOMAINS={js['host']}",
+        "-s", f"PLAYWRIGHT_LAUNCH_OPTIONS={json.dumps(launch)}",
+        "-s", "PRICEWATCH_SESSIONS_PER_DOMAIN=3",
+    )  # fmt: skip
+    assert stats["pricewatch/browser/pages"] >= len(urls)
+    assert stats["pricewatch/outcome/ok"] == len(urls)
+    host = sb.host_stats(js["host"])
+    # The pages and everything they loaded left through the proxies, with credentials.
+    assert set(host["sources"]) <= SOURCES and len(host["sources"]) >= 2, host["sources"]
+    assert sum(s["requests"] for s in host["sources"].values()) == host["requests"]
+    assert all(r.authorized for r in group.records())
+    assert_no_credential(log, (tmp_path / "stats.json").read_text())

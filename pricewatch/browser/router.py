@@ -317,6 +317,22 @@ class BrowserRouter:
             meta["playwright_page_init_callback"] = skip_favicon
         return meta
 
+    def move_to_context(
+        self, meta: MutableMapping[str, Any], name: str, options: dict[str, Any]
+    ) -> None:
+        """Send a browser request to context ``name`` (created by scrapy-playwright with the
+        router's context options and ``options`` over them), e.g. a session's, with its
+        proxy. Such a context is never the current one: it is closed once its pages are
+        done, and made again, with the same options, for the next ones."""
+        old = meta.get("playwright_context")
+        if old == name or not meta.get(BROWSER_META):
+            return
+        if old and self._assigned[old] > 0:
+            self._assigned[old] -= 1
+        self._assigned[name] += 1
+        meta["playwright_context"] = name
+        meta["playwright_context_kwargs"] = {**meta.get("playwright_context_kwargs", {}), **options}
+
     def handles(self, response: Response) -> bool:
         """Is ``response`` a browser page of ours?"""
         return bool(response.meta.get(BROWSER_META)) and bool(response.meta.get("playwright"))

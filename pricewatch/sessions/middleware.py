@@ -63,6 +63,7 @@ import time
 import zlib
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 from scrapy import Request, signals
 from scrapy.downloadermiddlewares.cookies import CookiesMiddleware
@@ -229,6 +230,16 @@ def request_domain(request: Request) -> str:
     return site_of(urlparse_cached(request).hostname or "")
 
 
+def browser_proxy(url: str) -> dict[str, str]:
+    """Playwright's ``proxy`` context option for a proxy URL (its credentials apart)."""
+    parts = urlsplit(url)
+    proxy = {"server": f"{parts.scheme}://{parts.hostname}:{parts.port or 80}"}
+    if parts.username:
+        proxy["username"] = unquote(parts.username)
+        proxy["password"] = unquote(parts.password or "")
+    return proxy
+
+
 def _is_robots(request: Request) -> bool:
     return urlparse_cached(request).path == "/robots.txt"
 
@@ -331,8 +342,6 @@ class SessionMiddleware:
         meta = request.meta
         if "proxy" in meta and SESSION_META not in meta:
             return  # someone chose this request's proxy (or none): theirs beats ours
-        if meta.get("playwright"):
-            return  # the browser does not read Scrapy's proxy meta: no session to claim
         domain = request_domain(request)
         pool = self.config.pools.for_domain(domain)
         if not pool:
@@ -352,10 +361,28 @@ class SessionMiddleware:
                 if session.retired:  # retired while its login ran: start over with a new one
                     session = await self._session(state, slot)
         self._apply(request, session)
+        if meta.get("playwright"):
+            # The browser does not read Scrapy's proxy meta: the session is a browser
+            # context of its own, on the same proxy, with the same user agent; its cookies
+            # travel as the navigation's Cookie header from the same Scrapy jar
+            # (scrapy-playwright sends Scrapy's headers), and come back into it.
+            from pricewatch.browser import BrowserRouter
+
+            BrowserRouter.of(self.crawler).move_to_context(
+                meta,
+                f"pricewatch-session-{session.id}",
+                {
+                    "proxy": browser_proxy(session.proxy.url),
+                    "user_agent": session.record.user_agent,
+                },
+            )
 
     def _apply(self, request: Request, session: Session) -> None:
         meta = request.meta
-        meta["proxy"] = session.proxy.url
+        if not meta.get("playwright"):
+            # (Not for the browser: Scrapy's proxy middleware would put the credentials in
+            # a Proxy-Authorization header, which the browser would send to the shop.)
+            meta["proxy"] = session.proxy.url
         meta["cookiejar"] = session.id
         meta[SESSION_META] = session.id
         meta[PROXY_META] = session.proxy.id
