@@ -23,6 +23,9 @@ Keys the project sets and reads itself:
   request carries (breaker).
 - ``pricewatch_breaker_counted`` (:data:`BREAKER_COUNTED_META`): the block of this request was
   already counted at download time (breaker).
+- ``pricewatch_limit_generation`` (:data:`LIMIT_GENERATION_META`): the generation of the
+  domain's adaptive limit when the request was sent; pushback to a request sent before the
+  last decrease lowers nothing more (adaptive limit).
 - ``pricewatch_fallback_official`` (:data:`FALLBACK_OFFICIAL_META`): the request goes to a
   domain's official source (fallback).
 - ``pricewatch_fallback_deferred`` (:data:`FALLBACK_DEFERRED_META`): ``retry_after`` of the
@@ -58,6 +61,7 @@ __all__ = [
     "FALLBACK_OFFICIAL_META",
     "FALLBACK_PAGE_META",
     "LEASE_META",
+    "LIMIT_GENERATION_META",
     "LISTING_META",
     "NOT_BEFORE_META",
     "PROXY_META",
@@ -77,6 +81,9 @@ NOT_BEFORE_META = "pricewatch_not_before"
 # Circuit breaker.
 BREAKER_PROBE_META = "pricewatch_breaker_probe"
 BREAKER_COUNTED_META = "pricewatch_breaker_counted"
+
+# Adaptive per-domain limit.
+LIMIT_GENERATION_META = "pricewatch_limit_generation"
 
 # Tiered fallback.
 FALLBACK_OFFICIAL_META = "pricewatch_fallback_official"

@@ -79,14 +79,56 @@ DOWNLOAD_TIMEOUT = 30
 DOWNLOAD_MAXSIZE = 8 * 1024 * 1024
 # Bytes above which a response body is logged as a warning (still processed).
 DOWNLOAD_WARNSIZE = 2 * 1024 * 1024
-# AutoThrottle adapts each host's delay to its latency: a slow (struggling) shop gets slower
-# requests from us.
-AUTOTHROTTLE_ENABLED = True
-# Average requests in flight AutoThrottle aims for, per host. Lower it for fragile shops.
+# AutoThrottle is off: the adaptive per-domain limit below (PRICEWATCH_LIMIT_*) moves each
+# shop's concurrency and delay from the shop's own pushback (429/503, challenge pages,
+# timeouts, a latency rise), shared by every worker. AutoThrottle reacts to latency only and
+# aims at AUTOTHROTTLE_TARGET_CONCURRENCY requests in flight per host whatever the shop
+# tolerates. Turned on, it owns each slot's delay (the limit then moves concurrency only).
+AUTOTHROTTLE_ENABLED = False
+# Average requests in flight AutoThrottle aims for, per host (when enabled).
 AUTOTHROTTLE_TARGET_CONCURRENCY = 2.0
-# Delay bounds AutoThrottle moves between, in seconds.
+# Delay bounds AutoThrottle moves between, in seconds (when enabled).
 AUTOTHROTTLE_START_DELAY = 0.2
 AUTOTHROTTLE_MAX_DELAY = 30.0
+# Adaptive per-domain limit (pricewatch/politeness/limits.py, adaptive.py): each domain's
+# requests in flight (and delay) follow its own answers. Healthy answers raise it (+1 per
+# round trip until the first pushback, then +1 per INCREASE_INTERVAL seconds of health);
+# pushback multiplies it by DECREASE, once per burst (at the floor the delay doubles
+# instead, from at least 1 s up to MAX_DELAY). The limit lives in the frontier backend:
+# every worker sharing it obeys one per-domain budget (the frontier hands out no more leases
+# of a domain being fetched than the limit), a new worker starts from what was learned, and
+# the last limit of each hour of the week is kept so a shop's peak-hour limit is used from
+# the start of that hour. Hosts with DOWNLOAD_SLOTS concurrency keep that, untouched.
+# `scrapy frontier --limits` shows each domain's limit and why it last changed;
+# `scrapy calibrate URL` measures a shop's tolerance before the first crawl.
+PRICEWATCH_LIMIT_ENABLED = True
+# Requests in flight to a domain nothing was learned about yet (across all workers).
+PRICEWATCH_LIMIT_START = 2
+# The lowest limit; below it only the delay grows.
+PRICEWATCH_LIMIT_FLOOR = 1
+# The highest limit; None: CONCURRENT_REQUESTS_PER_DOMAIN (whatever it is set to). Never
+# above what the shop allows you.
+PRICEWATCH_LIMIT_CEILING: int | None = None
+# Factor applied to the limit on pushback (0-1). Lower backs off harder.
+PRICEWATCH_LIMIT_DECREASE = 0.5
+# Seconds of healthy answers (at least one per request allowed in flight) before +1, after
+# the first pushback; twice as long each time the level just reached fails again, up to
+# MAX_HOLD seconds. Raise it for shops that ban on a few 429s.
+PRICEWATCH_LIMIT_INCREASE_INTERVAL = 10.0
+PRICEWATCH_LIMIT_MAX_HOLD = 600.0
+# The longest delay (seconds between two requests to a domain) the limit may impose.
+PRICEWATCH_LIMIT_MAX_DELAY = 30.0
+# Statuses that are pushback (challenge pages and timeouts are too).
+PRICEWATCH_LIMIT_PUSHBACK_CODES = [429, 503]
+# A domain's recent latency above FACTOR x its usual latency, and at least MIN_RISE seconds
+# above it (moving averages of Scrapy's download_latency), is pushback too: a shop that
+# queues instead of answering 429. MIN_RISE keeps a busy crawler's own jitter on fast
+# pages from reading as a rise. FACTOR 0 turns the latency signal off.
+PRICEWATCH_LIMIT_LATENCY_FACTOR = 3.0
+PRICEWATCH_LIMIT_LATENCY_MIN_RISE = 0.5
+# Seconds between two syncs of a worker's observations with the shared limit (pushback is
+# sent at once).
+PRICEWATCH_LIMIT_SYNC_INTERVAL = 0.5
 # Status codes retried by Scrapy's retry middleware; 429 and 5xx are transient.
 RETRY_HTTP_CODES = [429, 500, 502, 503, 504]
 # Retries per request before the outcome is `blocked` or `error` (the frontier retries later).
@@ -492,8 +534,8 @@ ITEM_PIPELINES = {
     "pricewatch.pipelines.StorePipeline": 800,
 }
 # Politeness (pricewatch/politeness/): the backoff retry replaces Scrapy's RetryMiddleware at
-# 550; the circuit breaker sits between it and HTTP decompression (590), so it sees every
-# decompressed response before a retry is decided.
+# 550; the circuit breaker (570) and the adaptive limit (580) sit between it and HTTP
+# decompression (590), so they see every decompressed response before a retry is decided.
 # The destination check (pricewatch/destinations.py) comes first, at 50: before robots.txt
 # (100) fetches anything from a host it would refuse.
 DOWNLOADER_MIDDLEWARES = {
@@ -511,6 +553,8 @@ DOWNLOADER_MIDDLEWARES = {
     # middlewares (700, 750) use; sees decompressed responses (below 590) before the breaker
     # and the retry. Not configured without PRICEWATCH_PROXIES.
     "pricewatch.sessions.SessionMiddleware": 585,
+    # The adaptive per-domain limit sees each decompressed answer before the breaker.
+    "pricewatch.politeness.adaptive.AdaptiveLimitMiddleware": 580,
 }
 # Checks a sample of page offers against the domain's official source
 # (pricewatch/politeness/fallback.py).

@@ -94,7 +94,7 @@ async def test_the_file_shares_a_database_with_other_tables(tmp_path: Path) -> N
         tables = {
             row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
         }
-    assert tables == {"products", "frontier_entries", "frontier_domains"}
+    assert tables == {"products", "frontier_entries", "frontier_domains", "domain_limits"}
 
 
 async def test_a_file_of_an_older_release_gains_the_budget_columns(tmp_path: Path) -> None:

@@ -11,6 +11,8 @@
 - ``scrapy frontier --purge DOMAIN``: delete every entry of DOMAIN (the shop left the
   catalogue).
 - ``scrapy frontier --reap``: return expired leases to the schedule now (claims do it too).
+- ``scrapy frontier --limits [--domain D] [--json]``: each domain's adaptive limit: requests
+  in flight allowed, delay, when and why it last changed, and its hour-of-week profile.
 
 Reads ``PRICEWATCH_FRONTIER_URL`` (settings or environment); ``--frontier URL`` overrides it.
 Exit codes: 0 done (also when the reader of the output stops early: ``| head``), 1 the
@@ -39,6 +41,7 @@ from pricewatch.frontier import (
     FrontierUnavailable,
     frontier_from_settings,
 )
+from pricewatch.politeness.limits import DomainLimit
 
 EXIT_UNAVAILABLE = 1
 EXIT_NOT_FOUND = 3
@@ -74,6 +77,26 @@ async def drift_alarms(settings: BaseSettings, domain: str | None) -> list[Drift
     return [a for a in alarms if domain is None or a.domain == domain]
 
 
+def limits_table(limits: dict[str, DomainLimit]) -> str:
+    """One line per domain: its limit, delay, last change and its hour-of-week profile."""
+    lines = []
+    for domain, state in sorted(limits.items()):
+        profile = " ".join(
+            f"{hour}:{int(limit)}" for hour, limit in sorted(state.profile.items(), key=_hour)
+        )
+        changed = f"{_when(state.changed_at)} UTC" if state.changed_at else "-"
+        lines.append(
+            f"{domain}\n  concurrency {state.concurrency}, delay {state.delay:g}s, "
+            f"changed {changed}: {state.reason}\n"
+            f"  hour-of-week profile (hour:limit, 0 = Monday 00 UTC): {profile or '-'}"
+        )
+    return "\n".join(lines) + "\n" if lines else "no limits learned yet\n"
+
+
+def _hour(item: tuple[str, float]) -> int:
+    return int(item[0]) if item[0].isdigit() else -1
+
+
 def _when(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
@@ -84,7 +107,7 @@ class Command(ScrapyCommand):
     default_settings = {"LOG_ENABLED": False}
 
     def syntax(self) -> str:
-        return "[--domain D] [--json] [--show URL] [--requeue D] [--purge D] [--reap]"
+        return "[--domain D] [--json] [--limits] [--show URL] [--requeue D] [--purge D] [--reap]"
 
     def short_desc(self) -> str:
         return "Show the frontier's counts per domain; requeue or purge a domain"
@@ -105,13 +128,18 @@ class Command(ScrapyCommand):
         )
         parser.add_argument("--purge", metavar="D", help="delete every entry of D")
         parser.add_argument("--reap", action="store_true", help="return expired leases now")
+        parser.add_argument(
+            "--limits",
+            action="store_true",
+            help="each domain's adaptive limit, why it last changed, its hour-of-week profile",
+        )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if args:
             raise UsageError(f"unexpected arguments: {' '.join(args)}")
-        actions = [bool(opts.show), bool(opts.requeue), bool(opts.purge), bool(opts.reap)]
-        if sum(actions) > 1:
-            raise UsageError("give at most one of --show, --requeue, --purge, --reap")
+        actions = [opts.show, opts.requeue, opts.purge, opts.reap, opts.limits]
+        if sum(map(bool, actions)) > 1:
+            raise UsageError("give at most one of --show, --requeue, --purge, --reap, --limits")
         assert self.settings is not None
         if opts.frontier:
             self.settings.set("PRICEWATCH_FRONTIER_URL", opts.frontier, priority="cmdline")
@@ -141,6 +169,8 @@ class Command(ScrapyCommand):
                 reaped = await frontier.reap()
                 print(f"frontier: {reaped:,} expired leases returned to the schedule")
                 return 0
+            if opts.limits:
+                return await self._limits(frontier, opts)
             return await self._counts(frontier, opts)
 
     async def _counts(self, frontier: Frontier, opts: argparse.Namespace) -> int:
@@ -167,6 +197,19 @@ class Command(ScrapyCommand):
         malformed = getattr(frontier, "malformed_count", None)
         if malformed is not None and (bad := await malformed()):
             print(f"malformed records set aside: {bad:,}")
+        return 0
+
+    async def _limits(self, frontier: Frontier, opts: argparse.Namespace) -> int:
+        limits = {
+            domain: DomainLimit.from_json(text)
+            for domain, text in (await frontier.limits()).items()
+            if not opts.domain or domain == opts.domain
+        }
+        if opts.json:
+            for domain, state in sorted(limits.items()):
+                print(json.dumps({"domain": domain, **asdict(state)}))
+            return 0
+        sys.stdout.write(limits_table(limits))
         return 0
 
     async def _show(self, frontier: Frontier, url: str) -> int:

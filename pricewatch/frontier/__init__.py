@@ -16,11 +16,21 @@ from pricewatch.frontier.base import (
     FrontierConnectionLost,
     FrontierUnavailable,
     Lease,
+    LimitUpdate,
     SchedulePolicy,
 )
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
+
+
+def limit_start(settings: BaseSettings) -> int:
+    """The cap of a domain nothing was learned about (the adaptive limit's own rule)."""
+    # Imported here: pricewatch.politeness builds on the frontier.
+    from pricewatch.politeness.limits import limit_start as start
+
+    return start(settings)
+
 
 __all__ = [
     "STATS",
@@ -32,6 +42,7 @@ __all__ = [
     "FrontierConnectionLost",
     "FrontierUnavailable",
     "Lease",
+    "LimitUpdate",
     "SchedulePolicy",
     "frontier_from_settings",
     "frontier_from_url",
@@ -62,6 +73,8 @@ def policy_from_settings(settings: BaseSettings) -> SchedulePolicy:
         rate_memory=settings.getfloat("PRICEWATCH_BUDGET_MEMORY"),
         reallocate=settings.getfloat("PRICEWATCH_BUDGET_REALLOCATE"),
         jitter=settings.getfloat("PRICEWATCH_BUDGET_JITTER"),
+        adaptive_limits=settings.getbool("PRICEWATCH_LIMIT_ENABLED"),
+        limit_start=limit_start(settings),
     )
     for name in ("interval", "lease_ttl", "retry_delay"):
         if getattr(policy, name) <= 0:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pricewatch import settings as defaults
@@ -156,6 +156,12 @@ class SchedulePolicy:
     def budgeted(self) -> bool:
         return self.budget > 0 or any(v > 0 for v in self.budget_domains.values())
 
+    # Each domain's learned limit (adjust_limits) caps its leases being fetched too; a
+    # domain with none learned yet is capped at limit_start. A crawl's policy has it as
+    # PRICEWATCH_LIMIT_ENABLED says (policy_from_settings); one built by hand leaves it off.
+    adaptive_limits: bool = False
+    limit_start: int = defaults.PRICEWATCH_LIMIT_START
+
     def next_delay(
         self,
         completion: Completion,
@@ -173,6 +179,21 @@ class SchedulePolicy:
         from pricewatch.frontier.scoring import next_delay
 
         return next_delay(self, completion, failures, velocity=velocity, health=health)
+
+
+LimitUpdate = Callable[[str, "str | None", float], tuple[int, str]]
+"""``update(domain, stored state or None, now) -> (cap, new state)``: the read-modify-write
+step :meth:`Frontier.adjust_limits` applies to each domain's stored limit (an opaque string
+to the frontier, see :mod:`pricewatch.politeness.limits`); ``cap`` is the domain's learned
+limit of leases being fetched, ``now`` epoch seconds of the backend's clock."""
+
+
+def domain_cap(configured: int, learned: int | None) -> int:
+    """The in-flight cap of a domain: ``PRICEWATCH_DOMAIN_MAX_INFLIGHT`` (0: none) and its
+    learned limit (or the starting one), whichever is lower (0: no cap at all)."""
+    if learned is None or learned <= 0:
+        return configured
+    return learned if configured <= 0 else min(configured, learned)
 
 
 STATS = (
@@ -274,6 +295,18 @@ class Frontier(abc.ABC):
 
     async def entry(self, url: str) -> EntryInfo | None:
         """The entry of ``url`` as stored, or None."""
+        raise NotImplementedError
+
+    async def adjust_limits(self, domains: Sequence[str], update: LimitUpdate) -> dict[str, str]:
+        """Apply ``update`` to the stored limit of each domain, atomically for every worker
+        (no other worker's update of the same domain is lost), and store the cap it returns:
+        from then on :meth:`claim` hands out no more leases of that domain being fetched
+        than it (nor than ``domain_max_inflight``) when the policy's ``adaptive_limits`` is
+        on. Returns each domain's new state."""
+        raise NotImplementedError
+
+    async def limits(self) -> dict[str, str]:
+        """Every domain's stored limit state (``scrapy frontier``, a worker's first look)."""
         raise NotImplementedError
 
     async def requeue_domain(self, domain: str) -> int:

@@ -49,6 +49,9 @@ key                         type    holds
                                     listing that last listed it
 ``drift``                   HASH    "<domain> <kind>" -> JSON drift alarm
                                     (:mod:`pricewatch.driftstate`)
+``limits``                  HASH    domain -> its adaptive limit, JSON
+                                    (:mod:`pricewatch.politeness.limits`)
+``limit_caps``              HASH    domain -> its learned cap of leases being fetched
 ==========================  ======  ===============================================
 
 An entry id is in exactly one of ``sched:<domain>``, ``inflight``, ``retired:<domain>``,
@@ -99,6 +102,8 @@ class Keys:
         self.listing_due = self.prefix + "listing_due"
         self.listing_leases = self.prefix + "listing_leases"
         self.drift = self.prefix + "drift"  # HASH, pricewatch/driftstate.py
+        self.limits = self.prefix + "limits"
+        self.limit_caps = self.prefix + "limit_caps"
         self.pattern = self.prefix + "*"
 
     def script_keys(self) -> list[str]:
@@ -115,6 +120,7 @@ class Keys:
             self.malformed,
             self.domain_fetched,
             self.budget,
+            self.limit_caps,
         ]
 
     def session(self, session_id: str) -> str:

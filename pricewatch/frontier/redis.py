@@ -35,7 +35,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from pricewatch import settings as defaults
@@ -50,6 +50,7 @@ from pricewatch.frontier.base import (
     FrontierConnectionLost,
     FrontierUnavailable,
     Lease,
+    LimitUpdate,
     RateRow,
     SchedulePolicy,
 )
@@ -293,6 +294,8 @@ class RedisFrontier(Frontier):
                 REAP_LIMIT,
                 SCAN_LIMIT,
                 pairs,
+                1 if policy.adaptive_limits else 0,
+                policy.limit_start,
             )
         self.stats["pricewatch/frontier/released"] += int(freed)
         self._log_malformed(malformed, "claim")
@@ -400,6 +403,39 @@ class RedisFrontier(Frontier):
     async def pause_domain(self, domain: str, seconds: float) -> None:
         async with self._guard():
             await self._script("pause", domain, repr(float(seconds)))
+
+    async def adjust_limits(self, domains: Sequence[str], update: LimitUpdate) -> dict[str, str]:
+        wanted = sorted(set(domains))
+        if not wanted:
+            return {}
+        keys = self.keys
+        async with self._guard():
+            # Optimistic: read, compute, write unless another worker wrote in between.
+            while True:
+                async with self.client.pipeline(transaction=True) as pipe:
+                    try:
+                        await pipe.watch(keys.limits)
+                        stored = await pipe.hmget(keys.limits, wanted)  # type: ignore[misc]
+                        seconds, micros = await pipe.time()  # type: ignore[misc]
+                        now = seconds + micros / 1_000_000
+                        out: dict[str, str] = {}
+                        caps: dict[str, int] = {}
+                        for domain, old in zip(wanted, stored, strict=True):
+                            caps[domain], out[domain] = update(
+                                domain, None if old is None else str(old), now
+                            )
+                        pipe.multi()
+                        pipe.hset(keys.limits, mapping=dict(out))  # type: ignore[arg-type]
+                        pipe.hset(keys.limit_caps, mapping=dict(caps))  # type: ignore[arg-type]
+                        await pipe.execute()
+                        return out
+                    except WatchError:
+                        continue
+
+    async def limits(self) -> dict[str, str]:
+        async with self._guard():
+            stored = await self.client.hgetall(self.keys.limits)  # type: ignore[misc]
+        return {str(domain): str(state) for domain, state in stored.items()}
 
     async def _now(self) -> float:
         seconds, micros = await self.client.time()

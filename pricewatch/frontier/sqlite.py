@@ -39,8 +39,10 @@ from pricewatch.frontier.base import (
     FrontierConnectionLost,
     FrontierUnavailable,
     Lease,
+    LimitUpdate,
     RateRow,
     SchedulePolicy,
+    domain_cap,
 )
 from pricewatch.frontier.scoring import History, transition, updated_health
 
@@ -85,6 +87,11 @@ CREATE TABLE IF NOT EXISTS frontier_domains (
     health REAL NOT NULL DEFAULT 1.0,
     mu REAL NOT NULL DEFAULT 0,
     allocated_at REAL NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS domain_limits (
+    domain TEXT PRIMARY KEY,
+    cap INTEGER NOT NULL,
+    state TEXT NOT NULL
 ) WITHOUT ROWID;
 """
 # Columns added since the first release, for files made before them: (table, column, type).
@@ -294,6 +301,11 @@ class SQLiteFrontier(Frontier):
         leases it may still take (its per-domain cap); and every domain's health and
         allocation multiplier."""
         cap = self.policy.domain_max_inflight
+        learned: dict[str, int] = (
+            dict(conn.execute("SELECT domain, cap FROM domain_limits").fetchall())
+            if self.policy.adaptive_limits
+            else {}
+        )
         domains = conn.execute(
             "SELECT domain, health, mu FROM frontier_domains WHERE paused_until <= ?", (now,)
         ).fetchall()
@@ -305,7 +317,11 @@ class SQLiteFrontier(Frontier):
         )
         heads: list[tuple[float, str, int]] = []
         for domain, _, _ in domains:
-            free = n if cap <= 0 else min(n, cap - inflight.get(domain, 0))
+            if self.policy.adaptive_limits:
+                limit = domain_cap(cap, learned.get(domain, self.policy.limit_start))
+            else:
+                limit = cap
+            free = n if limit <= 0 else min(n, limit - inflight.get(domain, 0))
             if free <= 0:
                 continue
             head = conn.execute(_HEAD, (domain,)).fetchone()[0]
@@ -445,6 +461,42 @@ class SQLiteFrontier(Frontier):
             self.stats["pricewatch/frontier/dead"] += dead
         return int(reaped)
 
+    # -- adaptive limits --------------------------------------------------------------------
+
+    async def adjust_limits(self, domains: Sequence[str], update: LimitUpdate) -> dict[str, str]:
+        if not domains:
+            return {}
+        wanted = sorted(set(domains))
+        return await self._run(
+            self._transaction, lambda conn: self._adjust_limits_sync(conn, wanted, update)
+        )
+
+    @staticmethod
+    def _adjust_limits_sync(
+        conn: sqlite3.Connection, domains: list[str], update: LimitUpdate
+    ) -> dict[str, str]:
+        now = time.time()
+        out: dict[str, str] = {}
+        for domain in domains:
+            row = conn.execute(
+                "SELECT state FROM domain_limits WHERE domain = ?", (domain,)
+            ).fetchone()
+            cap, state = update(domain, None if row is None else row[0], now)
+            conn.execute(
+                "INSERT INTO domain_limits (domain, cap, state) VALUES (?, ?, ?) "
+                "ON CONFLICT (domain) DO UPDATE SET cap = excluded.cap, state = excluded.state",
+                (domain, cap, state),
+            )
+            out[domain] = state
+        return out
+
+    async def limits(self) -> dict[str, str]:
+        return await self._run(self._limits_sync)
+
+    def _limits_sync(self) -> dict[str, str]:
+        rows = self._db().execute("SELECT domain, state FROM domain_limits ORDER BY domain")
+        return dict(rows.fetchall())
+
     # -- domains ----------------------------------------------------------------------------
 
     async def pause_domain(self, domain: str, seconds: float) -> None:
@@ -549,6 +601,7 @@ class SQLiteFrontier(Frontier):
     def _purge_sync(self, conn: sqlite3.Connection, domain: str) -> int:
         cursor = conn.execute("DELETE FROM frontier_entries WHERE domain = ?", (domain,))
         conn.execute("DELETE FROM frontier_domains WHERE domain = ?", (domain,))
+        conn.execute("DELETE FROM domain_limits WHERE domain = ?", (domain,))
         return int(cursor.rowcount)
 
     # -- the request budget -----------------------------------------------------------------

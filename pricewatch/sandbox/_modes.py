@@ -16,6 +16,10 @@ ratelimit   ``rate`` requests per ``window`` seconds (1.0) allowed before 429s (
             every request is 429), ``retry_after`` seconds (1), ``retry_after_format``
             ``"seconds"``/``"date"``, ``per_source`` (false): counted per client address
             (a shop that rate-limits each IP) instead of for the whole host
+tolerance   ``concurrency`` page requests in flight accepted (1); one more arriving is
+            answered 429 at once (before any latency), with ``retry_after`` seconds (1).
+            Set it again to change it while requests are in flight (peak hours);
+            ``/_stats`` counts the 429s and the peak of accepted requests in flight
 burst503    ``burst`` 503s (3) at the start of every ``period`` requests (10),
             ``retry_after`` seconds (none)
 challenge   ``fraction`` of pages (1.0) replaced by a CAPTCHA wall, with ``status`` (200)
@@ -55,6 +59,7 @@ MODE_PARAMS: dict[str, dict[str, Any]] = {
         "window": 1.0,
         "per_source": False,
     },
+    "tolerance": {"concurrency": 1, "retry_after": 1},
     "burst503": {"burst": 3, "period": 10, "retry_after": None},
     "challenge": {"fraction": 1.0, "status": 200},
     "drop": {"fraction": 1.0},
@@ -62,7 +67,10 @@ MODE_PARAMS: dict[str, dict[str, Any]] = {
     "gone": {"fraction": 0.2, "status": "mixed"},
     "loyalty": {"cookie": "loyalty", "discount": 0.1},
 }
-ORDER: tuple[str, ...] = ("slow", "drop", "ratelimit", "burst503", "challenge", "gone", "loyalty")
+# tolerance is applied on arrival, before the latency and the others (sandbox/_server.py).
+ORDER: tuple[str, ...] = (
+    "tolerance", "slow", "drop", "ratelimit", "burst503", "challenge", "gone", "loyalty",
+)  # fmt: skip
 # The hostile pages (gzip bombs, trickles, endless redirects, ...) have their own module.
 MODE_PARAMS.update(_hostile.PARAMS)
 ORDER += _hostile.NAMES
@@ -114,7 +122,7 @@ def validate(name: str, raw: dict[str, Any]) -> tuple[dict[str, Any], float | No
             params[key] = _number(name, key, params[key])
     if "fraction" in params and params["fraction"] > 1:
         raise ModeError(f"{name}.fraction must be <= 1, got {params['fraction']!r}")
-    for key in ("burst", "period", "retry_after"):
+    for key in ("burst", "period", "retry_after", "concurrency"):
         if key in params and params[key] is not None:
             value = params[key]
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:

@@ -442,7 +442,22 @@ class Sandbox:
         shop = self._shop(request)
         self._stats.enter(shop.host, path, request.remote, request.headers.get("Cookie"))
         status: int | str = "error"
+        admitted = False
         try:
+            tolerance = None
+            if not path.startswith(_EXEMPT_PREFIXES):
+                tolerance = self._modes.get(shop.host, "tolerance")
+            if tolerance is not None:
+                tolerance.seen += 1
+                p = tolerance.params
+                admitted = self._stats.admit(shop.host, p["concurrency"])
+                if not admitted:
+                    status = 429
+                    return web.Response(
+                        status=429,
+                        text="Too Many Requests",
+                        headers={"Retry-After": str(p["retry_after"])},
+                    )
             if self._latency is not None:
                 await asyncio.sleep(self._latency_rng.uniform(*self._latency))
             if self._asset_latency is not None and shop.js and path.startswith(_ASSET_PREFIXES):
@@ -461,6 +476,8 @@ class Sandbox:
             status = "dropped"
             return web.Response(status=500)  # never written: the transport is gone
         finally:
+            if admitted:
+                self._stats.done(shop.host)
             self._stats.leave(shop.host, status)
 
     async def _apply_modes(self, shop: Shop, request: web.Request) -> web.StreamResponse | None:

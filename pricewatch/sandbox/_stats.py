@@ -4,8 +4,10 @@ Per host: requests served, requests in flight now and at most, status codes (``"
 for connections closed without a response), requests per path, the arrival times of the
 first/last request and the smallest gap between two (seconds since the last reset), and per
 client address (``sources``: a proxy's, when requests come through proxies) the requests
-and the Cookie headers they carried.
-Control paths (``/_...``) are never counted.
+and the Cookie headers they carried; once the tolerance mode saw requests, the peak of page
+requests in flight it accepted (``max_accepted``) and the peak in flight as one arrived, the
+refused one included (``max_demand``): what the crawler asked of the shop at most. Control
+paths (``/_...``) are never counted.
 """
 
 from __future__ import annotations
@@ -35,9 +37,12 @@ class HostStats:
     # Per client address (a proxy's, when requests come through proxies): requests, and
     # the Cookie headers they carried (header -> requests).
     sources: dict[str, SourceStats] = field(default_factory=dict)
+    accepted: int = 0  # tolerance mode: page requests in flight it accepted
+    max_accepted: int = 0
+    max_demand: int = 0  # ... and at most in flight as one arrived (refused ones included)
 
     def to_json(self, since: float) -> dict[str, Any]:
-        return {
+        out = {
             "requests": self.requests,
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
@@ -51,6 +56,9 @@ class HostStats:
                 for address, src in sorted(self.sources.items())
             },
         }
+        if self.max_demand:  # the tolerance mode saw requests
+            out.update(max_accepted=self.max_accepted, max_demand=self.max_demand)
+        return out
 
 
 class Stats:
@@ -89,10 +97,29 @@ class Stats:
         s.in_flight -= 1
         s.status[str(status)] += 1
 
+    def admit(self, host: str, concurrency: int) -> bool:
+        """Tolerance mode: accept one more page request in flight, if fewer than
+        ``concurrency`` are; the caller calls :meth:`done` when an accepted one ends."""
+        s = self._hosts[host]
+        s.max_demand = max(s.max_demand, s.accepted + 1)
+        if s.accepted >= concurrency:
+            return False
+        s.accepted += 1
+        s.max_accepted = max(s.max_accepted, s.accepted)
+        return True
+
+    def done(self, host: str) -> None:
+        self._hosts[host].accepted -= 1
+
     def reset(self) -> None:
         """Zero the counters; requests still in flight stay counted as in flight."""
         for host, old in list(self._hosts.items()):
-            self._hosts[host] = HostStats(in_flight=old.in_flight, max_in_flight=old.in_flight)
+            self._hosts[host] = HostStats(
+                in_flight=old.in_flight,
+                max_in_flight=old.in_flight,
+                accepted=old.accepted,
+                max_accepted=old.accepted,
+            )
         self._since = time.monotonic()
         self._since_wall = time.time()
 

@@ -121,8 +121,9 @@ def add_arguments(parser: argparse._ActionsContainer) -> None:
         default=[],
         type=parse_mode,
         metavar="[HOST=]MODE[:k=v,...]",
-        help="switch a fault mode on (repeatable): ratelimit, burst503, challenge, drop, "
-        "slow, gone; e.g. 127.0.0.3=ratelimit:rate=5,retry_after=2",
+        help="switch a fault mode on (repeatable): ratelimit, tolerance, burst503, challenge, "
+        "drop, slow, gone; e.g. 127.0.0.3=ratelimit:rate=5,retry_after=2 or "
+        "tolerance:concurrency=1,retry_after=2",
     )
     parser.add_argument(
         "--control",

@@ -1,6 +1,8 @@
 -- claim: ARGV = prefix, n, lease ttl, per-domain cap (0 = none), token base, max attempts,
--- reap limit, domain scan limit, and the leases whose fetch ended since the last call: a JSON
--- array of [id, token] pairs, or '' for none.
+-- reap limit, domain scan limit, the leases whose fetch ended since the last call (a JSON
+-- array of [id, token] pairs, or '' for none), adaptive limits (1: each domain's learned cap
+-- in `limit_caps` applies too, the lower of the two wins) and the cap of a domain with none
+-- learned.
 -- Releases those leases' slots first (release_fetched in common.lua), so that the claim sees
 -- them free, and reaps expired leases; then takes up to n due entries: domains in order of
 -- their most overdue entry, round-robin, skipping paused domains and domains at the in-flight
@@ -14,6 +16,7 @@
 local n, ttl, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local token_base, max_attempts = ARGV[5], tonumber(ARGV[6])
 local reap_limit, scan_limit = tonumber(ARGV[7]), tonumber(ARGV[8])
+local adaptive, start = ARGV[10] == '1', tonumber(ARGV[11])
 local now = now_seconds()
 local released = 0
 if ARGV[9] ~= nil and ARGV[9] ~= '' then released = release_fetched(cjson.decode(ARGV[9])) end
@@ -30,6 +33,8 @@ if #due_domains > 0 then
   local fetched = redis.call('HMGET', K_DOMAIN_FETCHED, unpack(due_domains))
   local health = redis.call('HMGET', K_HEALTH, unpack(due_domains))
   local budget = redis.call('HMGET', K_BUDGET, unpack(due_domains))
+  local learned = {}
+  if adaptive then learned = redis.call('HMGET', K_LIMIT_CAPS, unpack(due_domains)) end
   for i, d in ipairs(due_domains) do
     if (tonumber(pauses[i] or '0') or 0) > now then
       refresh(d, now)
@@ -37,8 +42,12 @@ if #due_domains > 0 then
       -- The cap counts the leases being fetched: held, minus those whose fetch ended.
       local inflight = tonumber(held[i] or '0') or 0
       local fetching = inflight - (tonumber(fetched[i] or '0') or 0)
+      local limit = cap
+      local mine = 0
+      if adaptive then mine = tonumber(learned[i] or start) or start end
+      if mine > 0 and (limit <= 0 or mine < limit) then limit = mine end
       local room = n
-      if cap > 0 then room = math.min(n, cap - fetching) end
+      if limit > 0 then room = math.min(n, limit - fetching) end
       if room > 0 then
         local mu = budget[i] and string.match(budget[i], '^(%S+)') or '0'
         active[#active + 1] = {d = d, room = room, taken = {}, inflight = inflight,
