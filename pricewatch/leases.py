@@ -57,7 +57,7 @@ sequence of :class:`~pricewatch.frontier.Completion`): per-domain outcomes for m
 CLOSE_TIMEOUT = 10.0
 # Seconds a release waits for a claim to carry it before it is sent on its own: until then
 # only this crawl's own claims (which carry it) would see the slot free, not other workers'.
-RELEASE_DELAY = 0.1
+RELEASE_DELAY = 0.25
 
 
 class CrawlResources:
