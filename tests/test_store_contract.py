@@ -332,9 +332,13 @@ async def test_decimal_round_trip(store: Store) -> None:
 async def test_latest_streams_in_url_order_with_domain_filter(store: Store) -> None:
     from pricewatch.storage import sqlite as sqlite_module
 
-    n = sqlite_module.PAGE + 7  # more than one page
+    n = sqlite_module.PAGE + 7  # more than one page of the SQLite store
+    # About 1 KiB a row, so that the PostgreSQL export (~1 MiB) cannot arrive in one chunk:
+    # asyncpg hands over what one socket read brought, and asyncio reads at most 256 KiB at
+    # a time, however late the test gets to read (a ~100 KiB export came whole under load).
+    name = "Kettle " + "x" * 1000
     batch = [
-        obs(f"https://{d}/p/{i:05}", "1.00", domain=d)
+        obs(f"https://{d}/p/{i:05}", "1.00", domain=d, name=name)
         for i in range(n)
         for d in ("a.test", "b.test")
         if d == "a.test" or i < 3
@@ -350,8 +354,10 @@ async def test_latest_streams_in_url_order_with_domain_filter(store: Store) -> N
     assert await latest(store, "nowhere.test") == []
     chunks: list[bytes] = []
     assert await store.export_csv(chunks.append) == n + 3
+    exported = b"".join(chunks)
+    assert len(exported) > 1_000_000
     assert len(chunks) > 1  # streamed, not built whole in memory
-    assert b"".join(chunks).count(b"\n") == n + 4
+    assert exported.count(b"\n") == n + 4
 
 
 async def test_history_by_sku(store: Store) -> None:
