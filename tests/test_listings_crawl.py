@@ -230,6 +230,14 @@ def test_seed_file_listings_section(sandbox_factory: Any, tmp_path: Path) -> Non
     }
     assert len(rows) == 2
     assert f"{base}/products/a" in entry_states(tmp_path)
+    assert scrapy(tmp_path, "listing", "remove", f"{base}/listing/api").returncode == 0
+    assert list(listings(tmp_path)) == [f"{base}/listing/api?shape=ids"]
+    assert scrapy(tmp_path, "listing", "remove", f"{base}/listing/api").returncode == 3
+    # A next page whose URL Scrapy's UrlLengthMiddleware would drop ends the traversal.
+    record = crawl(tmp_path, "-s", "URLLENGTH_LIMIT=45")
+    row = listings(tmp_path)[f"{base}/listing/api?shape=ids"]
+    assert (row["state"], row["last"]["error"]) == ("failed", "next page URL too long")
+    assert record["pricewatch/listing/end/failed"] == 1
 
 
 def test_listings_on_the_redis_frontier(

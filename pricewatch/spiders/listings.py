@@ -70,6 +70,7 @@ STATS = (
     "pricewatch/listing/fetch_failed",  # pages that could not be fetched (retried later)
     "pricewatch/listing/deferred",  # pages put off by an open circuit
     "pricewatch/listing/lease_lost",  # saves refused: the lease had expired and moved on
+    "pricewatch/listing/stalled",  # page requests never answered (dropped): left for later
     "pricewatch/listing/delisted",  # products retired with reason `delisted`
     "pricewatch/listing/reinstated",  # delisted products listed again
     "pricewatch/listing/bad_url",  # product URLs refused (not http(s), too long, ...)
@@ -82,6 +83,7 @@ class Walk:
 
     lease: ListingLease
     traversal: Traversal
+    moved: float = 0.0  # time.monotonic() of its last saved step
 
 
 class ListingSpider(Spider):
@@ -160,6 +162,22 @@ class ListingSpider(Spider):
                 await asyncio.wait_for(self._ended.wait(), _WAIT)
             except TimeoutError:
                 pass
+            self._drop_stalled()
+
+    def _drop_stalled(self) -> None:
+        """A page request no callback or errback ever saw (a middleware dropped it) must
+        not hold a cron crawl open: after a lease's length without a step the walk is let
+        go; its lease expires and the next run resumes at the saved cursor."""
+        limit = time.monotonic() - self.ttl
+        for walk in [w for w in self.active.values() if w.moved < limit]:
+            self._inc("pricewatch/listing/stalled")
+            logger.warning(
+                "Listing %s: no answer to %s for %.0fs; left for the next run",
+                walk.lease.listing.url,
+                walk.traversal.next_url,
+                self.ttl,
+            )
+            self._stop(walk)
 
     async def _first(self, lease: ListingLease) -> Request | None:
         t = lease.traversal
@@ -196,6 +214,7 @@ class ListingSpider(Spider):
             self._stop(walk)
             return False
         walk.traversal = t
+        walk.moved = time.monotonic()
         return True
 
     def _stop(self, walk: Walk) -> None:
@@ -252,6 +271,10 @@ class ListingSpider(Spider):
         t = step.traversal
         if t.ended:
             await self._finish(walk, t)
+            return
+        if t.next_url is not None and len(t.next_url) > self.max_url_length > 0:
+            # Scrapy's UrlLengthMiddleware would drop the request without a word.
+            await self._finish(walk, end(t, "failed", time.time(), "next page URL too long"))
             return
         if await self._save(walk, t, due_in=None):
             yield self._request(walk)
