@@ -58,11 +58,12 @@ def test_every_kind_is_traversed_to_its_stable_end(sandbox_factory: Any, tmp_pat
     base = sb.base_url
     add(tmp_path, base + "/listing/api?shape=ids", "cursor", "--url-template", "/listing/item/{id}")
     (tmp_path / "seeds.csv").write_text(
+        f"{base}/listing/item/1001,,7\n"  # seeded by hand: its importance stays
         "listings:\n"
         f"{base}/listing/api,cursor\n"
         f"{base}/listing/scroll,scroll\n"
         f"{base}/listing/offset?page=1,pages\n"
-        f"{base}/listing/loop.json,cursor\n"
+        f"{base}/listing/loop.json,cursor,1d,importance=3,top=5\n"
         f"{base}/listing/short?page=1,pages\n"
         f'"{base}/listing/sitemap.xml?n=1000&per=300",sitemap\n'
     )
@@ -94,6 +95,10 @@ def test_every_kind_is_traversed_to_its_stable_end(sandbox_factory: Any, tmp_pat
     # The category's 60 items (4 listings over the same items) + 20 loop + 36 short + 1000.
     states = entry_states(tmp_path)
     assert len(states) == 60 + 20 + 36 + 1000
+    with sqlite3.connect(tmp_path / "pricewatch.db") as conn:
+        importance = dict(conn.execute("SELECT url, importance FROM frontier_entries"))
+    loop = [importance[f"{base}/listing/item/{i}"] for i in range(1000, 1008)]
+    assert loop == [3.0, 7.0, 3.0, 3.0, 3.0, 1.0, 1.0, 1.0]  # the top 5 of its order
     assert set(category(sb)["items"]) <= set(states)
     fetched = category(sb)["fetched"]
     assert fetched["/listing/sitemap.xml?n=1000&per=300"] == 1

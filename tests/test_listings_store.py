@@ -153,3 +153,16 @@ async def test_delisting_counts_complete_traversals_only(
     states = {u: (await frontier.entry(u)).state for u in products}  # type: ignore[union-attr]
     assert [states[u] for u in products] == ["scheduled"] * 3 + ["retired"] * 2 + ["scheduled"]
     assert sorted(await store.stale_members(url, 100)) == products[:3]  # the others left
+
+
+async def test_add_keep_known_leaves_a_known_entry_as_it_is(make_frontier: MakeFrontier) -> None:
+    frontier = await make_frontier()
+    await frontier.add([Entry("https://a.test/p/1", sku="S1", importance=5.0)])
+    added = await frontier.add(
+        [Entry("https://a.test/p/1", sku="X", importance=1.0), Entry("https://a.test/p/2")],
+        keep_known=True,
+    )
+    assert added == 1
+    known = await frontier.entry("https://a.test/p/1")
+    assert known is not None and (known.sku, known.importance) == ("S1", 5.0)
+    assert await frontier.entry("https://a.test/p/2") is not None

@@ -5,7 +5,7 @@
   Options override what is otherwise guessed from the pages: ``--items-path``,
   ``--url-field``, ``--sku-field``, ``--url-template``, ``--cursor-field``,
   ``--cursor-param``, ``--page-param``, ``--link-css``, ``--endpoint``, ``--max-pages``,
-  ``--importance``.
+  ``--importance`` (of the products it adds), ``--top`` (only the first N get it).
 - ``scrapy listing list [--json]``: every listing, its state, last traversal, items found,
   new and delisted.
 - ``scrapy listing show URL [--json]``: one listing in full (cursor, pages and cursors

@@ -245,9 +245,10 @@ class Frontier(abc.ABC):
         """Release connections."""
 
     @abc.abstractmethod
-    async def add(self, entries: Iterable[Entry]) -> int:
+    async def add(self, entries: Iterable[Entry], *, keep_known: bool = False) -> int:
         """Schedule entries, due now; idempotent: a known URL keeps its schedule (its sku
-        and importance are updated). Returns how many URLs were new."""
+        and importance are updated, unless ``keep_known``: then it is left as it is).
+        Returns how many URLs were new."""
 
     @abc.abstractmethod
     async def claim(self, n: int) -> list[Lease]:

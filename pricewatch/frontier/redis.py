@@ -246,7 +246,7 @@ class RedisFrontier(Frontier):
 
     # -- the interface ----------------------------------------------------------------------
 
-    async def add(self, entries: Iterable[Entry]) -> int:
+    async def add(self, entries: Iterable[Entry], *, keep_known: bool = False) -> int:
         rows = valid_entries(entries)
         new = 0
         async with self._guard():
@@ -258,7 +258,9 @@ class RedisFrontier(Frontier):
                         [entry_id(e.url), pack_url(e.url), domain, e.sku or "", float(e.importance)]
                         for e, domain in window[offset : offset + ADD_CHUNK]
                     ]
-                    await self._script("add", _json(payload), client=pipe)
+                    await self._script(
+                        "add", _json(payload), "1" if keep_known else "0", client=pipe
+                    )
                 for added, collided, malformed in await pipe.execute():
                     new += int(added)
                     for url in collided:

@@ -112,6 +112,11 @@ ON CONFLICT (url) DO UPDATE SET
     importance = excluded.importance,
     seen_at = max(seen_at, excluded.seen_at)
 """
+_ADD_NEW = """
+INSERT INTO frontier_entries (url, domain, sku, importance, due_at, seen_at)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (url) DO NOTHING
+"""
 _READY = """
 SELECT url, domain, sku, importance, due_at, attempts, failures, gone_count, checks,
        change_count, seen_at, rate_changes, rate_exposure, observed_at
@@ -236,17 +241,21 @@ class SQLiteFrontier(Frontier):
 
     # -- add --------------------------------------------------------------------------------
 
-    async def add(self, entries: Iterable[Entry]) -> int:
+    async def add(self, entries: Iterable[Entry], *, keep_known: bool = False) -> int:
         rows = valid_entries(entries)
         if not rows:
             return 0
-        return await self._run(self._transaction, lambda conn: self._add_sync(conn, rows))
+        return await self._run(
+            self._transaction, lambda conn: self._add_sync(conn, rows, keep_known)
+        )
 
-    def _add_sync(self, conn: sqlite3.Connection, rows: list[tuple[Entry, str]]) -> int:
+    def _add_sync(
+        self, conn: sqlite3.Connection, rows: list[tuple[Entry, str]], keep_known: bool = False
+    ) -> int:
         now = time.time()
         before = conn.execute("SELECT count(*) FROM frontier_entries").fetchone()[0]
         conn.executemany(
-            _ADD,
+            _ADD_NEW if keep_known else _ADD,
             ((e.url, domain, e.sku, float(e.importance), now, now) for e, domain in rows),
         )
         conn.executemany(

@@ -66,8 +66,8 @@ def make_listing(
             continue
         if any(ord(c) < 32 for c in value):
             raise BadListing(f"control characters in option {name}")
-        if name == "max_pages" and (not value.isdigit() or int(value) < 1):
-            raise BadListing(f"max_pages must be an integer >= 1, got {value!r}")
+        if name in ("max_pages", "top") and (not value.isdigit() or int(value) < 1):
+            raise BadListing(f"{name} must be an integer >= 1, got {value!r}")
         if name == "importance":
             try:
                 imp = float(value)

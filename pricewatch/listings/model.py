@@ -41,6 +41,7 @@ OPTIONS = (
     "endpoint",  # the JSON endpoint of an infinite-scroll page
     "max_pages",  # page-count bound of one traversal (else PRICEWATCH_LISTING_MAX_PAGES)
     "importance",  # importance of the products it adds that are new to the frontier (1)
+    "top",  # only the first TOP products in the listing's order get that importance
 )
 
 

@@ -284,10 +284,14 @@ class ListingSpider(Spider):
         listing = walk.lease.listing
         entries: dict[str, Entry] = {}
         importance = float(listing.options.get("importance") or 1.0)
-        for item in page.items:
+        # `top`: only the first products of the listing (its ranking) get the importance.
+        top = int(listing.options.get("top") or 0)
+        position = walk.traversal.items  # items before this page
+        for offset, item in enumerate(page.items):
+            weight = importance if not top or position + offset < top else 1.0
             try:
                 entry, domain = check_entry(
-                    Entry(item.url, item.sku, importance), max_length=self.max_url_length
+                    Entry(item.url, item.sku, weight), max_length=self.max_url_length
                 )
             except BadURL:
                 self._inc("pricewatch/listing/bad_url")
@@ -301,8 +305,9 @@ class ListingSpider(Spider):
         fresh = await self.store.mark_members(listing.url, list(entries), walk.traversal.number)
         if not fresh:
             return 0
-        # Only URLs new to this listing: a known product keeps its schedule and importance.
-        new = await self._frontier.add([entries[url] for url in fresh])
+        # Only URLs new to this listing; a product the frontier knows (seeded, or found by
+        # another listing) is left as it is: its schedule, SKU and importance.
+        new = await self._frontier.add([entries[url] for url in fresh], keep_known=True)
         back = await self._frontier.reinstate(fresh, delisting.REASON)
         self._inc("pricewatch/listing/reinstated", back)
         return new

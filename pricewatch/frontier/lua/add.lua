@@ -1,8 +1,9 @@
--- add: ARGV = prefix, and a JSON array with one [id, url, domain, sku ('' = none), importance]
--- per entry.
+-- add: ARGV = prefix, a JSON array with one [id, url, domain, sku ('' = none), importance]
+-- per entry, and keep_known ('1': a known entry is left as it is).
 -- A new entry is due now; a known one keeps its schedule, its sku (if given) and importance
 -- are updated and its seen_at moves to now. Returns {new, collided urls, malformed ids}.
 local now = now_seconds()
+local keep_known = ARGV[3] == '1'
 local new = 0
 local collided, malformed, touched = {}, {}, {}
 for _, item in ipairs(cjson.decode(ARGV[2])) do
@@ -23,7 +24,7 @@ for _, item in ipairs(cjson.decode(ARGV[2])) do
       malformed[#malformed + 1] = id
     elseif rec[URL] ~= url then
       collided[#collided + 1] = url
-    else
+    elseif not keep_known then
       if sku ~= '' then rec[SKU] = sku end
       rec[IMPORTANCE] = importance
       rec[SEEN] = math.ceil(now)
