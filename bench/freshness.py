@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/freshness.py                  # the three variants, 1,000 SKUs, 72 h
     .venv/bin/python bench/freshness.py --variant base --seed 2
+    .venv/bin/python bench/freshness.py --crawl          # a real crawl of the Poisson sandbox
 
 A simulation: ``--skus`` SKUs of one shop whose prices change as Poisson processes with
 rates log-uniform between 1/10 and 1/1000 per minute, importance Pareto(1.2) capped at
@@ -24,7 +25,15 @@ Policies:
 - ``optimum``: Cho & Garcia-Molina's optimal allocation with the true rates (re-solved
   when rates shift), within the same interval bounds.
 
-A seed's first pass is spread over the first hour for every policy. Freshness is the
+A seed's first pass is spread over the first hour for every policy.
+
+``--crawl``: a real crawl (``scrapy crawl products -a follow=1`` with ``PRICEWATCH_BUDGET``,
+SQLite frontier and store) of one sandbox shop in its Poisson mode (``--poisson``: the same
+rate range, time accelerated ``--speed`` times; every time setting is scaled by it), for
+``--crawl-hours`` simulated hours. From the sandbox's own log of price changes and page
+fetches it computes the crawl's freshness and its requests per simulated hour, then
+replays the same shop (same rates, importance and change times, the crawl's first fetch
+times) through the simulation above, and prints both. Freshness is the
 time-averaged importance-weighted share of SKUs whose stored price is the live one
 (nothing stored before the first fetch counts as stale). Also printed: requests per hour
 (the mean over the run, and the busiest hour), and the mean detection delay (a change to
@@ -36,10 +45,15 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import csv
 import heapq
+import json
 import math
+import os
 import random
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -166,7 +180,8 @@ def run_frontier(
 ) -> list[list[float]]:
     """Drive ``transition`` as the frontier does. ``capacity`` (fetches per second): a
     fixed fetch rate always spent on the most overdue entry (for a schedule with no
-    budget); None: fetch each entry when due. A budget's allocation is redone every
+    budget); None: fetch each entry when due, and with a budget no faster than its pace
+    (the frontier's token bucket). A budget's allocation is redone every
     ``policy.reallocate`` seconds from the entries' estimates, as the frontier does."""
     n = len(world.importance)
     prior = alloc.RatePrior(policy.prior_rate, policy.prior_weight, policy.rate_memory)
@@ -177,11 +192,21 @@ def run_frontier(
     heapq.heapify(heap)
     budgeted = policy.budget > 0
     mu = 0.0
+    gain, claimed, mark, last_realloc = 1.0, 0, 0, 0.0
     next_realloc = 0.0
     slot = 0.0
+    pace = policy.budget / HOUR
+    tokens, tokens_at = 0.0, 0.0
     while heap:
         due, i = heap[0]
         t = max(due, slot) if capacity else due
+        if budgeted:
+            t = max(t, tokens_at)  # claims happen in time order
+            available = alloc.refill(tokens, tokens_at, t, pace, policy.burst)
+            if available < 1.0:
+                t += (1.0 - available) / pace
+                available = 1.0
+            tokens, tokens_at = available - 1.0, t
         if t >= world.horizon:
             break
         heapq.heappop(heap)
@@ -192,8 +217,14 @@ def run_frontier(
                 (alloc.rate(prior, alloc.RateState(h.rate_changes, h.rate_exposure)), w)
                 for h, w in zip(histories, world.importance, strict=True)
             )
-            mu = alloc.allocate(rows, policy.budget, policy.min_interval, policy.max_interval)
+            if mu > 0:
+                gain = alloc.next_gain(gain, policy.budget, claimed - mark, t - last_realloc)
+            mu = alloc.allocate(
+                rows, policy.budget * gain, policy.min_interval, policy.max_interval
+            )
+            mark, last_realloc = claimed, t
             next_realloc = t + policy.reallocate
+        claimed += 1
         h = histories[i]
         lease = Lease(
             url=f"https://{DOMAIN}/p/{i}",
@@ -311,13 +342,162 @@ def simulate(
     return results
 
 
+# -- a real crawl of the Poisson sandbox ---------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def crawl(skus: int, hours: float, speed: float, seed: int) -> None:
+    from pricewatch.sandbox._server import BackgroundSandbox
+
+    base = SchedulePolicy()
+    budget_per_hour = float(skus)  # one fetch per SKU-hour, simulated
+    rng = random.Random(seed)
+    poisson = f"{1 / 1000!r}-{1 / 10!r}:speed={speed!r}"
+    with BackgroundSandbox(shops=1, products=skus, seed=seed, poisson=poisson) as sandbox:
+        urls = sandbox.urls()
+        importance = {url: round(min(rng.paretovariate(1.2), 100.0), 3) for url in urls}
+        with tempfile.TemporaryDirectory(prefix="pw-freshness-") as tmp:
+            work = Path(tmp)
+            with (work / "seeds.csv").open("w", newline="") as f:
+                writer = csv.writer(f)
+                writer.writerow(["url", "importance"])
+                writer.writerows(importance.items())
+            env = {
+                **os.environ,
+                "SCRAPY_SETTINGS_MODULE": "pricewatch.settings",
+                "PYTHONPATH": str(ROOT),
+                "PRICEWATCH_FRONTIER_URL": f"sqlite:///{work / 'pricewatch.db'}",
+                "PRICEWATCH_STORE_URL": f"sqlite:///{work / 'pricewatch.db'}",
+                "PRICEWATCH_STATS_FILE": str(work / "stats.json"),
+                "PRICEWATCH_ALLOWED_NETWORKS": "127.0.0.0/8",
+            }
+            seeded = subprocess.run(
+                [sys.executable, "-m", "scrapy", "seed", "seeds.csv"],
+                cwd=work,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            assert seeded.returncode == 0, seeded.stderr[-3000:]
+            scaled = {  # every time setting in simulated seconds, divided by the speed
+                "PRICEWATCH_BUDGET": budget_per_hour * speed,
+                "PRICEWATCH_BUDGET_PRIOR_RATE": base.prior_rate * 86400 * speed,
+                "PRICEWATCH_BUDGET_REALLOCATE": base.reallocate / speed,
+                "PRICEWATCH_BUDGET_BURST": base.burst / speed,
+                "PRICEWATCH_FRONTIER_MIN_INTERVAL": base.min_interval / speed,
+                "PRICEWATCH_FRONTIER_MAX_INTERVAL": base.max_interval / speed,
+                "PRICEWATCH_FRONTIER_RETRY_DELAY": base.retry_delay / speed,
+                "PRICEWATCH_FRONTIER_POLL_INTERVAL": 0.02,
+                "PRICEWATCH_FLUSH_INTERVAL": 0.02,
+                "PRICEWATCH_VALIDATE_MAX_WAIT": 0.01,
+                "PRICEWATCH_QUARANTINE_ENABLED": False,
+                "DOWNLOAD_DELAY": 0,
+                "AUTOTHROTTLE_ENABLED": False,
+                "CLOSESPIDER_TIMEOUT": hours * HOUR / speed + 2,
+                "LOG_LEVEL": "INFO",
+            }
+            args = [a for k, v in scaled.items() for a in ("-s", f"{k}={v}")]
+            started = time.perf_counter()
+            with (work / "log.txt").open("w") as log:
+                subprocess.run(
+                    [sys.executable, "-m", "scrapy", "crawl", "products", "-a", "follow=1", *args],
+                    cwd=work,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            wall = time.perf_counter() - started
+            stats = json.loads((work / "stats.json").read_text())
+            host_stats = sandbox.stats()
+            record = sandbox.poisson_log()
+    report_crawl(record, importance, hours, budget_per_hour, base, wall, stats, host_stats)
+
+
+def report_crawl(
+    record: dict,  # type: ignore[type-arg]
+    importance: dict[str, float],
+    hours: float,
+    budget_per_hour: float,
+    base: SchedulePolicy,
+    wall: float,
+    stats: dict,  # type: ignore[type-arg]
+    host_stats: dict,  # type: ignore[type-arg]
+) -> None:
+    products = record["products"]
+    urls = sorted(url for url in products if url in importance)  # not robots.txt-disallowed
+    fetch_times = [t for url in urls for t, _ in products[url]["fetches"]]
+    assert fetch_times, f"the crawl fetched nothing: {stats}"
+    t0 = min(fetch_times)
+    horizon = hours * HOUR
+    world = World(
+        importance=[importance[url] for url in urls],
+        pieces=[[(0.0, products[url]["rate"])] for url in urls],
+        changes=[
+            [t - t0 for t in products[url]["changes"] if t0 < t <= t0 + horizon] for url in urls
+        ],
+        horizon=horizon,
+    )
+    fetched = [[t - t0 for t, _ in products[url]["fetches"] if t - t0 < horizon] for url in urls]
+    real = measure(world, fetched)
+    per_hour = [0] * int(hours)
+    for fs in fetched:
+        for t in fs:
+            per_hour[min(int(t // HOUR), len(per_hour) - 1)] += 1
+    first = [fs[0] if fs else horizon for fs in fetched]
+    simulated = measure(
+        world, run_frontier(world, replace(base, budget=budget_per_hour), first, None)
+    )
+    optimum = measure(
+        world,
+        run_fixed(
+            world,
+            lambda t: optimal_intervals(
+                world, budget_per_hour, base.min_interval, base.max_interval, t, None
+            ),
+            first,
+        ),
+    )
+    steady = per_hour[1:] or per_hour
+    outcomes = {k.rsplit("/", 1)[1]: v for k, v in stats.items() if "/outcome/" in k}
+    print(
+        f"crawl: {len(urls)} SKUs, {hours:g} simulated h at x{record['speed']:g} "
+        f"({wall:.0f} s wall), budget {budget_per_hour:g} requests per simulated hour; "
+        f"outcomes {outcomes}"
+    )
+    print()
+    print("| | freshness | top 1 % delay |")
+    print("|---|---|---|")
+    print(f"| real crawl, measured at the sandbox | {real['freshness']:.3f} | "
+          f"{real['top_delay_min']:.1f} min |")  # fmt: skip
+    print(f"| simulation of the same shop and budget | {simulated['freshness']:.3f} | "
+          f"{simulated['top_delay_min']:.1f} min |")  # fmt: skip
+    print(f"| optimum, true rates | {optimum['freshness']:.3f} | "
+          f"{optimum['top_delay_min']:.1f} min |")  # fmt: skip
+    print()
+    print(
+        f"difference crawl - simulation: {real['freshness'] - simulated['freshness']:+.3f}; "
+        f"product-page requests per simulated hour: mean {sum(per_hour) / len(per_hour):.0f}, "
+        f"hours 2-{len(per_hour)}: {min(steady)}-{max(steady)} "
+        f"(mean {sum(steady) / len(steady):.0f}), first hour {per_hour[0]}; "
+        f"every request to the shop: {sum(h['requests'] for h in host_stats['hosts'].values())}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skus", type=int, default=1000)
     parser.add_argument("--hours", type=float, default=72.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--variant", action="append", choices=("base", "shift", "correlated"))
+    parser.add_argument("--crawl", action="store_true", help="a real crawl of the sandbox")
+    parser.add_argument("--crawl-skus", type=int, default=200)
+    parser.add_argument("--crawl-hours", type=float, default=12.0)
+    parser.add_argument("--speed", type=float, default=240.0, help="simulated s per real s")
     args = parser.parse_args()
+    if args.crawl:
+        crawl(args.crawl_skus, args.crawl_hours, args.speed, args.seed)
+        return
     variants = args.variant or ["base", "shift", "correlated"]
     base = SchedulePolicy()
     print(

@@ -393,13 +393,17 @@ PRICEWATCH_BUDGET_PRIOR_RATE = 4.0
 PRICEWATCH_BUDGET_PRIOR_WEIGHT = 0.5
 # Fetches after which an old observation weighs 1/e in a SKU's rate estimate: lower
 # re-estimates a rate shift (a sale starts) sooner, with noisier estimates.
-PRICEWATCH_BUDGET_MEMORY = 8.0
+PRICEWATCH_BUDGET_MEMORY = 12.0
 # Seconds between two reallocations of a domain's budget (a scan of its SKUs' estimates;
 # ~1 s per million SKUs). Every completion already plans from its SKU's latest estimate.
 PRICEWATCH_BUDGET_REALLOCATE = 600.0
 # Planned intervals are spread by +-this share (0..0.5), so SKUs planned alike do not
 # fall due together.
 PRICEWATCH_BUDGET_JITTER = 0.1
+# Claims of a budgeted domain are paced at its budget: at most this many seconds' worth of
+# it at once (a new seed, a requeue or a backlog is fetched at the budget's pace, not at
+# the crawl's).
+PRICEWATCH_BUDGET_BURST = 60.0
 # Redis frontier: the key namespace (the hash tag of every key, pricewatch:{NAMESPACE}:...),
 # so several catalogues can share one Redis (or one Redis Cluster slot each).
 PRICEWATCH_FRONTIER_REDIS_NAMESPACE = "pw"

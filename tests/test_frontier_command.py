@@ -99,6 +99,39 @@ async def test_counts_show_requeue_and_purge(
     assert [c.domain for c in await frontier.counts()] == ["a.test"]
 
 
+async def test_plan_shows_the_budget_allocation(
+    frontier_url: str, make_frontier: MakeFrontier
+) -> None:
+    frontier = await make_frontier(budget=20.0)
+    await frontier.add(
+        [Entry(f"https://a.test/p/{i}", importance=1.0 + i) for i in range(4)]
+        + [Entry("https://b.test/p/0")]
+    )
+    budgeted = ("-s", "PRICEWATCH_BUDGET=20", "-s", 'PRICEWATCH_BUDGET_DOMAINS={"b.test": 0}')
+    shown = scrapy("--frontier", frontier_url, "--plan", *budgeted)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].split() == ["domain", "skus", "budget/h", "planned/h", "freshness"]
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
+    # 4 SKUs at the prior rate share 20 requests an hour (the histogram's bins: +-10 %).
+    assert rows["a.test"][:2] == ["4", "20"]
+    assert 18 <= float(rows["a.test"][2]) <= 22
+    assert rows["b.test"] == ["1", "-", "-", "-"]
+    assert rows["(total)"][:2] == ["5", "20"]
+    assert 0 < float(rows["a.test"][3]) < 1
+
+    per_sku = scrapy("--frontier", frontier_url, "--plan", "--domain", "a.test", "--json",
+                     "--top", "2", *budgeted)  # fmt: skip
+    assert per_sku.returncode == 0, per_sku.stderr
+    skus = [json.loads(line) for line in per_sku.stdout.splitlines()]
+    assert [s["url"] for s in skus] == ["https://a.test/p/3", "https://a.test/p/2"]
+    assert skus[0]["interval"] < skus[1]["interval"]  # more important, same (prior) rate
+    assert all(s["rate"] == frontier.policy.prior_rate for s in skus)
+
+    unbudgeted = scrapy("--frontier", frontier_url, "--plan")
+    assert "no budget" in unbudgeted.stdout
+
+
 def test_an_unreachable_frontier_exits_1_with_a_masked_url() -> None:
     result = scrapy("--frontier", "redis://:hunter2@127.0.0.1:1/0")
     assert result.returncode == 1

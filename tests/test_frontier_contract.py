@@ -661,7 +661,8 @@ async def test_a_budget_plans_each_interval_from_its_rate_and_importance(
     mus = {lease.domain: lease.mu for lease in leases}
     assert all(mu > 0 for mu in mus.values())
     allocations = await frontier.allocations()
-    assert {d: mu for d, (mu, _) in allocations.items()} == pytest.approx(mus)
+    assert {d: a.mu for d, a in allocations.items()} == pytest.approx(mus)
+    assert all(a.gain == 1.0 and a.claimed > 0 for a in allocations.values())
     before = time.time()
     await frontier.complete([Completion(lease, Outcome.OK) for lease in leases])
     policy = frontier.policy
@@ -681,7 +682,7 @@ async def test_a_budget_plans_each_interval_from_its_rate_and_importance(
 
 
 async def test_fetches_update_the_rate_estimate(make_frontier: MakeFrontier) -> None:
-    frontier = await make_frontier(budget=100.0, min_interval=0)
+    frontier = await make_frontier(budget=36_000.0, min_interval=0)
     await frontier.add(entries(urls("a.test", 1)))
     [lease] = await frontier.claim(1)
     assert (lease.rate_changes, lease.rate_exposure, lease.observed_at) == (0, 0, 0)
@@ -731,3 +732,15 @@ async def test_a_domain_budget_overrides_the_default(make_frontier: MakeFrontier
     leases = await claim_all(frontier)
     assert {lease.domain: lease.mu > 0 for lease in leases} == {"a.test": True, "b.test": False}
     assert set(await frontier.reallocate(force=True)) == {"a.test"}
+
+
+async def test_claims_of_a_budgeted_domain_keep_its_pace(make_frontier: MakeFrontier) -> None:
+    """3,600 requests an hour with a 2-second burst: a seed of 20 entries, all due, goes
+    out two at once, then one a second; an unbudgeted domain is not held back."""
+    frontier = await make_frontier(budget=3600.0, budget_domains={"b.test": 0.0}, burst=2.0)
+    await frontier.add(entries(urls("a.test", 20), urls("b.test", 5)))
+    first = await frontier.claim(50)
+    assert sorted(lease.domain for lease in first) == ["a.test"] * 2 + ["b.test"] * 5
+    assert [lease.domain for lease in await frontier.claim(50)] == []
+    await asyncio.sleep(1.2)
+    assert [lease.domain for lease in await frontier.claim(50)] == ["a.test"]

@@ -954,3 +954,43 @@ async def test_asset_latency_delays_only_js_shops_static_assets() -> None:
             html_base + "/static/css/shop.css",
         ):
             assert await timed(url) < 0.45, url
+
+
+def test_poisson_prices_change_at_their_rates_and_the_log_says_what_was_served() -> None:
+    """Rates of 6-60 changes per simulated minute at x600: a product changes about every
+    10-100 ms of wall time. Every fetch is logged with the price version it was served, the
+    page shows the truth's current price, and the rates are in the asked range."""
+    with BackgroundSandbox(shops=1, products=4, poisson="6-60:speed=600") as sb:
+        url = sb.urls()[0]
+        prices = []
+        for _ in range(5):
+            _, _, body = get(url)
+            prices.append(sb.truth()[url]["price"])
+            assert prices[-1].replace(".", "") in body.replace(",", "").replace(".", "")
+            time.sleep(0.15)
+        log = sb.poisson_log()
+    products = log["products"]
+    assert log["speed"] == 600
+    assert all(6 / 60 <= p["rate"] <= 60 / 60 for p in products.values())
+    mine = products[url]
+    assert [t for t, _ in mine["fetches"]] == sorted(t for t, _ in mine["fetches"])
+    for fetched_at, version in mine["fetches"]:
+        assert version == sum(1 for t in mine["changes"] if t <= fetched_at)
+    assert mine["fetches"][-1][1] > mine["fetches"][0][1]  # it changed between fetches
+    assert len(set(prices)) > 1
+    # Unfetched products' changes are generated too, when the log is read.
+    assert all(p["changes"] for p in products.values())
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("fast", "poisson must be MIN-MAX changes per minute"),
+        ("0.1-0.01", "0 < MIN <= MAX"),
+        ("0.01-0.1:pace=2", "speed=S only"),
+        ("0.01-0.1:speed=0", "speed must be > 0"),
+    ],
+)
+def test_poisson_mode_refuses_bad_specs(spec: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Sandbox(poisson=spec)

@@ -13,6 +13,11 @@
 - ``scrapy frontier --reap``: return expired leases to the schedule now (claims do it too).
 - ``scrapy frontier --limits [--domain D] [--json]``: each domain's adaptive limit: requests
   in flight allowed, delay, when and why it last changed, and its hour-of-week profile.
+- ``scrapy frontier --plan [--domain D] [--top N] [--json]``: the request budget's
+  allocation (:mod:`pricewatch.frontier.budget`): per budgeted domain and in total, the
+  SKUs, budget, planned requests per hour and expected importance-weighted freshness; with
+  ``--domain``, its ``--top`` SKUs by importance with their estimated change rate, planned
+  interval and expected freshness.
 
 Reads ``PRICEWATCH_FRONTIER_URL`` (settings or environment); ``--frontier URL`` overrides it.
 Exit codes: 0 done (also when the reader of the output stops early: ``| head``), 1 the
@@ -39,9 +44,11 @@ from pricewatch.frontier import (
     DomainCounts,
     Frontier,
     FrontierUnavailable,
+    budget,
     frontier_from_settings,
 )
 from pricewatch.politeness.limits import DomainLimit
+from pricewatch.frontier.scoring import prior
 
 EXIT_UNAVAILABLE = 1
 EXIT_NOT_FOUND = 3
@@ -107,7 +114,10 @@ class Command(ScrapyCommand):
     default_settings = {"LOG_ENABLED": False}
 
     def syntax(self) -> str:
-        return "[--domain D] [--json] [--limits] [--show URL] [--requeue D] [--purge D] [--reap]"
+        return (
+            "[--domain D] [--json] [--limits] [--show URL] [--requeue D] [--purge D] [--reap] "
+            "[--plan [--top N]]"
+        )
 
     def short_desc(self) -> str:
         return "Show the frontier's counts per domain; requeue or purge a domain"
@@ -133,13 +143,23 @@ class Command(ScrapyCommand):
             action="store_true",
             help="each domain's adaptive limit, why it last changed, its hour-of-week profile",
         )
+        parser.add_argument(
+            "--plan",
+            action="store_true",
+            help="the request budget's allocation per domain (with --domain: per SKU)",
+        )
+        parser.add_argument(
+            "--top", metavar="N", type=int, default=20, help="--plan --domain: SKUs shown"
+        )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if args:
             raise UsageError(f"unexpected arguments: {' '.join(args)}")
-        actions = [opts.show, opts.requeue, opts.purge, opts.reap, opts.limits]
+        actions = [opts.show, opts.requeue, opts.purge, opts.reap, opts.limits, opts.plan]
         if sum(map(bool, actions)) > 1:
-            raise UsageError("give at most one of --show, --requeue, --purge, --reap, --limits")
+            raise UsageError(
+                "give at most one of --show, --requeue, --purge, --reap, --limits, --plan"
+            )
         assert self.settings is not None
         if opts.frontier:
             self.settings.set("PRICEWATCH_FRONTIER_URL", opts.frontier, priority="cmdline")
@@ -171,6 +191,8 @@ class Command(ScrapyCommand):
                 return 0
             if opts.limits:
                 return await self._limits(frontier, opts)
+            if opts.plan:
+                return await self._plan(frontier, opts)
             return await self._counts(frontier, opts)
 
     async def _counts(self, frontier: Frontier, opts: argparse.Namespace) -> int:
@@ -222,3 +244,99 @@ class Command(ScrapyCommand):
                 value = f"{_when(value)} UTC"
             print(f"{key:>10}: {value}")
         return 0
+
+    async def _plan(self, frontier: Frontier, opts: argparse.Namespace) -> int:
+        policy = frontier.policy
+        belief = prior(policy)
+        stored = await frontier.allocations()
+        domains = [opts.domain] if opts.domain else await frontier.domains()
+        summaries = []
+        for domain in domains:
+            per_hour = policy.budget_for(domain)
+            rows = await frontier.rate_rows(domain, urls=bool(opts.domain))
+            summary, skus = budget.plan(
+                domain,
+                ((row.url, row.importance, row.state) for row in rows),
+                per_hour,
+                stored.get(domain, (0.0, 0.0))[0] if per_hour > 0 else 0.0,
+                belief,
+                policy.min_interval,
+                policy.max_interval,
+            )
+            summaries.append(summary)
+            if opts.domain:
+                top = sorted(skus, key=lambda s: -s.importance)[: max(opts.top, 0)]
+                if opts.json:
+                    for sku in top:
+                        print(json.dumps({"domain": domain, **asdict(sku)}))
+                else:
+                    sys.stdout.write(sku_table(top))
+        if opts.json:
+            if not opts.domain:
+                for summary in summaries:
+                    print(json.dumps(asdict(summary)))
+            return 0
+        sys.stdout.write(plan_table(summaries))
+        if not policy.budgeted:
+            print("no budget: PRICEWATCH_BUDGET is 0, the velocity schedule applies")
+        return 0
+
+
+def _table(header: Sequence[str], cells: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        )
+
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, cells)]) + "\n"
+
+
+def plan_table(rows: Sequence[budget.DomainPlan]) -> str:
+    header = ("domain", "skus", "budget/h", "planned/h", "freshness")
+    cells = [
+        [
+            r.domain,
+            f"{r.skus:,}",
+            f"{r.budget:,.0f}" if r.budget > 0 else "-",
+            f"{r.planned:,.0f}" if r.budget > 0 else "-",
+            f"{r.freshness:.3f}" if r.budget > 0 else "-",
+        ]
+        for r in rows
+    ]
+    planned = [r for r in rows if r.budget > 0]
+    weight = sum(r.importance for r in planned)
+    cells.append(
+        [
+            "(total)",
+            f"{sum(r.skus for r in rows):,}",
+            f"{sum(r.budget for r in planned):,.0f}",
+            f"{sum(r.planned for r in planned):,.0f}",
+            f"{sum(r.freshness * r.importance for r in planned) / weight:.3f}" if weight else "-",
+        ]
+    )
+    return _table(header, cells)
+
+
+def sku_table(rows: Sequence[budget.SkuPlan]) -> str:
+    header = ("url", "importance", "changes/day", "interval", "freshness")
+    cells = [
+        [
+            r.url,
+            f"{r.importance:g}",
+            f"{r.rate * 86400:.2f}",
+            _duration(r.interval),
+            f"{r.freshness:.3f}",
+        ]
+        for r in rows
+    ]
+    return _table(header, cells) if cells else "no scheduled entries\n"
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"

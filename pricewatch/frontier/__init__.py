@@ -75,6 +75,7 @@ def policy_from_settings(settings: BaseSettings) -> SchedulePolicy:
         jitter=settings.getfloat("PRICEWATCH_BUDGET_JITTER"),
         adaptive_limits=settings.getbool("PRICEWATCH_LIMIT_ENABLED"),
         limit_start=limit_start(settings),
+        burst=settings.getfloat("PRICEWATCH_BUDGET_BURST"),
     )
     for name in ("interval", "lease_ttl", "retry_delay"):
         if getattr(policy, name) <= 0:
@@ -143,6 +144,7 @@ def check_budget(policy: SchedulePolicy) -> None:
         ("PRICEWATCH_BUDGET_MEMORY", policy.rate_memory, policy.rate_memory >= 1),
         ("PRICEWATCH_BUDGET_REALLOCATE", policy.reallocate, policy.reallocate > 0),
         ("PRICEWATCH_BUDGET_JITTER", policy.jitter, 0 <= policy.jitter <= 0.5),
+        ("PRICEWATCH_BUDGET_BURST", policy.burst, policy.burst > 0),
     )
     bounds = {
         "PRICEWATCH_BUDGET_PRIOR_RATE": "> 0",
@@ -150,6 +152,7 @@ def check_budget(policy: SchedulePolicy) -> None:
         "PRICEWATCH_BUDGET_MEMORY": ">= 1",
         "PRICEWATCH_BUDGET_REALLOCATE": "> 0",
         "PRICEWATCH_BUDGET_JITTER": "in [0, 0.5]",
+        "PRICEWATCH_BUDGET_BURST": "> 0",
     }
     for name, value, ok in checks:
         if not (ok and math.isfinite(value)):

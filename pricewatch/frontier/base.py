@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from pricewatch import settings as defaults
 from pricewatch.frontier.budget import RateState
@@ -147,6 +148,8 @@ class SchedulePolicy:
     # Seconds between two reallocations of a domain's budget; spread of planned intervals.
     reallocate: float = defaults.PRICEWATCH_BUDGET_REALLOCATE
     jitter: float = defaults.PRICEWATCH_BUDGET_JITTER
+    # Seconds of budget a domain's claims may take at once (the pace's token bucket).
+    burst: float = defaults.PRICEWATCH_BUDGET_BURST
 
     def budget_for(self, domain: str) -> float:
         """Requests per hour ``domain`` may take (0: no budget)."""
@@ -207,6 +210,17 @@ STATS = (
     "pricewatch/frontier/malformed",  # undecodable records set aside (Redis)
     "pricewatch/frontier/reallocated",  # domains whose budget allocation was recomputed
 )
+
+
+class Allocation(NamedTuple):
+    """A domain's stored allocation: its multiplier, when it was computed (backend clock),
+    the share of the budget it planned, and its paced claims so far and at that time."""
+
+    mu: float
+    at: float
+    gain: float = 1.0
+    claimed: float = 0.0
+    mark: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,14 +342,16 @@ class Frontier(abc.ABC):
         only when asked: ``scrapy frontier --plan``)."""
         raise NotImplementedError
 
-    async def allocations(self) -> dict[str, tuple[float, float]]:
-        """Per domain: its allocation multiplier and when it was computed (clock of the
-        backend, epoch seconds)."""
+    async def allocations(self) -> dict[str, Allocation]:
+        """Per domain: its stored allocation (see :class:`Allocation`)."""
         raise NotImplementedError
 
-    async def set_allocation(self, domain: str, mu: float) -> None:
-        """Store ``mu`` as ``domain``'s allocation, stamped now; leases claimed from then
-        on plan with it."""
+    async def set_allocation(
+        self, domain: str, mu: float, per_hour: float = 0.0, gain: float = 1.0, mark: float = 0.0
+    ) -> None:
+        """Store ``mu`` as ``domain``'s allocation, stamped now, ``per_hour`` as the pace its
+        claims are held to (0: none), the ``gain`` it planned with and its paced claims so
+        far (``mark``); leases claimed from then on plan with it."""
         raise NotImplementedError
 
     async def domains(self) -> list[str]:
@@ -366,14 +382,19 @@ class Frontier(abc.ABC):
             per_hour = policy.budget_for(domain)
             if per_hour <= 0:
                 continue
-            _, at = current.get(domain, (0.0, 0.0))
-            if not force and now - at < policy.reallocate:
+            last = current.get(domain, Allocation(0.0, 0.0))
+            if not force and now - last.at < policy.reallocate:
                 continue
+            gain = last.gain
+            if last.at > 0 and last.mu > 0:
+                gain = alloc.next_gain(gain, per_hour, last.claimed - last.mark, now - last.at)
             hist = alloc.Histogram()
             for row in await self.rate_rows(domain):
                 hist.add(alloc.rate(belief, row.state), row.importance)
-            mu = alloc.solve(hist, per_hour / alloc.HOUR, policy.min_interval, policy.max_interval)
-            await self.set_allocation(domain, mu)
+            mu = alloc.solve(
+                hist, per_hour * gain / alloc.HOUR, policy.min_interval, policy.max_interval
+            )
+            await self.set_allocation(domain, mu, per_hour, gain, last.claimed)
             done[domain] = mu
         if done:
             self.stats["pricewatch/frontier/reallocated"] += len(done)

@@ -3,7 +3,7 @@
 Settings (through :class:`SchedulePolicy`; defaults: ``pricewatch/settings.py``):
 ``PRICEWATCH_BUDGET``, ``PRICEWATCH_BUDGET_DOMAINS``, ``PRICEWATCH_BUDGET_PRIOR_RATE``,
 ``PRICEWATCH_BUDGET_PRIOR_WEIGHT``, ``PRICEWATCH_BUDGET_MEMORY``,
-``PRICEWATCH_BUDGET_REALLOCATE``, ``PRICEWATCH_BUDGET_JITTER``.
+``PRICEWATCH_BUDGET_REALLOCATE``, ``PRICEWATCH_BUDGET_JITTER``, ``PRICEWATCH_BUDGET_BURST``.
 
 Two parts, both pure functions shared by every backend and ``bench/freshness.py``:
 
@@ -33,6 +33,14 @@ only finds ``μ`` so that the planned rates add up to the budget: a histogram of
 ``λ / w`` per domain (built by one scan) and a bisection over its bins, milliseconds
 whatever the number of SKUs. Between reallocations each completion plans its SKU's next
 interval from the stored ``μ``, so a changed estimate takes effect at once.
+
+**The pace** (:func:`refill`): the planned rates add up to the budget, but a new seed (all
+due at once), a requeue or a backlog would still be fetched as fast as the crawl can. Claims
+of a budgeted domain therefore draw on a token bucket filled at the budget's rate and
+holding ``PRICEWATCH_BUDGET_BURST`` seconds of it, so no hour takes more than its budget.
+Fetches then land later than planned, so planning exactly the budget would spend less than
+it: each reallocation plans ``gain`` times the budget, the gain following what the domain
+actually took since the last one (:func:`next_gain`).
 """
 
 from __future__ import annotations
@@ -219,6 +227,34 @@ def solve(hist: Histogram, budget: float, lo: float, hi: float) -> float:
     return math.exp((low_log + high_log) / 2.0)
 
 
+def refill(tokens: float, at: float, now: float, pace: float, burst: float) -> float:
+    """The requests a domain paced at ``pace`` per second may make at ``now``: its
+    ``tokens`` left at ``at`` plus what the pace added since, at most ``burst`` seconds'
+    worth (and at least one request's)."""
+    cap = max(pace * burst, 1.0)
+    if at <= 0.0:
+        return cap
+    return min(tokens + max(now - at, 0.0) * pace, cap)
+
+
+MAX_GAIN = 1.5
+
+
+def next_gain(gain: float, per_hour: float, claimed: float, seconds: float) -> float:
+    """The share of its budget a domain's next allocation plans, from the requests it
+    took (``claimed``) in the ``seconds`` since the last one. Fetches land later than
+    planned (a burst waits for the pace, a lease for its fetch, an estimate moves between
+    two fetches), so planning exactly the budget spends less than it: the gain rises
+    while the domain spends under 98 % of its budget and decays towards 1 once it spends
+    it (the pace keeps it from spending more), within ``[1, MAX_GAIN]``."""
+    if seconds <= 0.0 or per_hour <= 0.0:
+        return gain
+    realized = claimed / seconds * HOUR
+    if realized >= 0.98 * per_hour:
+        return max(1.0, gain * 0.97)
+    return min(MAX_GAIN, gain * math.sqrt(per_hour / max(realized, per_hour / 4.0)))
+
+
 def allocate(
     rows: Iterable[tuple[float, float]], budget_per_hour: float, lo: float, hi: float
 ) -> float:
@@ -228,3 +264,56 @@ def allocate(
     for lam, importance in rows:
         hist.add(lam, importance)
     return solve(hist, budget_per_hour / HOUR, lo, hi)
+
+
+@dataclass(frozen=True, slots=True)
+class SkuPlan:
+    """What the allocation plans for one SKU (``scrapy frontier --plan``)."""
+
+    url: str
+    rate: float  # estimated changes per second
+    importance: float
+    interval: float  # planned seconds between fetches
+    freshness: float  # expected share of time its stored price is the live one
+
+
+@dataclass(frozen=True, slots=True)
+class DomainPlan:
+    domain: str
+    budget: float  # requests per hour (0: none)
+    mu: float
+    skus: int
+    planned: float  # requests per hour the planned intervals add up to
+    freshness: float  # expected importance-weighted freshness
+    importance: float  # total importance
+
+
+def plan(
+    domain: str,
+    rows: Iterable[tuple[str, float, RateState]],
+    per_hour: float,
+    mu: float,
+    prior: RatePrior,
+    lo: float,
+    hi: float,
+) -> tuple[DomainPlan, list[SkuPlan]]:
+    """The allocation of a domain's SKUs (``(url, importance, rate state)``) under ``mu``
+    (0: solved here from the rows)."""
+    items = [(url, importance, rate(prior, state)) for url, importance, state in rows]
+    if mu <= 0.0 and per_hour > 0.0:
+        mu = allocate(((lam, w) for _, w, lam in items), per_hour, lo, hi)
+    skus = []
+    for url, importance, lam in items:
+        interval = planned_interval(lam, importance, mu, lo, hi) if mu > 0 else hi
+        skus.append(SkuPlan(url, lam, importance, interval, freshness(lam, interval)))
+    weight = sum(s.importance for s in skus)
+    summary = DomainPlan(
+        domain=domain,
+        budget=per_hour,
+        mu=mu,
+        skus=len(skus),
+        planned=sum(HOUR / s.interval for s in skus),
+        freshness=(sum(s.importance * s.freshness for s in skus) / weight) if weight else 0.0,
+        importance=weight,
+    )
+    return summary, skus

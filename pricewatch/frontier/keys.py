@@ -28,9 +28,13 @@ key                         type    holds
 ``retired_reason``          HASH    entry id -> why ``retire()`` retired it (``delisted``)
 ``dead:<domain>``           ZSET    dead-lettered entry ids, by time
 ``malformed``               HASH    entry id -> the undecodable record, set aside
-``budget``                  HASH    domain -> "mu allocated_at": the multiplier of its
-                                    request budget's allocation, and when it was
-                                    computed (:mod:`pricewatch.frontier.budget`)
+``budget``                  HASH    domain -> "mu allocated_at pace gain mark": the
+                                    multiplier of its request budget's allocation, when
+                                    it was computed, the requests per second its claims
+                                    are paced at, the share of the budget it planned and
+                                    its paced claims then (:mod:`pricewatch.frontier.budget`)
+``budget_tokens``           HASH    domain -> "tokens at claimed": its pace's token
+                                    bucket, and its paced claims so far
 ``browser_domains``         SET     domains learned to need a browser
                                     (:mod:`pricewatch.browser.learned`)
 ``session:<id>``            HASH    one session (domain, slot, proxy id, user agent,
@@ -94,6 +98,7 @@ class Keys:
         self.domains = self.prefix + "domains"
         self.malformed = self.prefix + "malformed"
         self.budget = self.prefix + "budget"
+        self.budget_tokens = self.prefix + "budget_tokens"
         self.browser_domains = self.prefix + "browser_domains"  # SET, pricewatch/browser/learned.py
         self.session_domains = self.prefix + "session_domains"  # SET, pricewatch/sessions/
         self.retired_reason = self.prefix + "retired_reason"  # HASH, retire()
@@ -121,6 +126,7 @@ class Keys:
             self.domain_fetched,
             self.budget,
             self.limit_caps,
+            self.budget_tokens,
         ]
 
     def session(self, session_id: str) -> str:

@@ -42,6 +42,7 @@ from pricewatch import settings as defaults
 from pricewatch._urls import mask_password, url_problem
 from pricewatch.frontier._entries import counters, domain_of, lookup_url, valid_entries
 from pricewatch.frontier.base import (
+    Allocation,
     Completion,
     DomainCounts,
     Entry,
@@ -298,6 +299,7 @@ class RedisFrontier(Frontier):
                 pairs,
                 1 if policy.adaptive_limits else 0,
                 policy.limit_start,
+                repr(policy.burst),
             )
         self.stats["pricewatch/frontier/released"] += int(freed)
         self._log_malformed(malformed, "claim")
@@ -543,22 +545,30 @@ class RedisFrontier(Frontier):
                     return out
                 offset += RATES_CHUNK
 
-    async def allocations(self) -> dict[str, tuple[float, float]]:
+    async def allocations(self) -> dict[str, Allocation]:
         async with self._guard():
-            stored: dict[str, str] = await self.client.hgetall(self.keys.budget)  # type: ignore[misc,assignment]
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hgetall(self.keys.budget)
+            pipe.hgetall(self.keys.budget_tokens)
+            stored, buckets = await pipe.execute()
         out = {}
         for domain, value in stored.items():
-            try:
-                mu, at = (float(part) for part in value.split())
+            try:  # "mu at pace gain mark"
+                mu, at, _, gain, mark = (float(part) for part in value.split())
+                bucket = buckets.get(domain, "0 0 0").split()  # "tokens at claimed"
+                claimed = float(bucket[2]) if len(bucket) > 2 else 0.0
             except ValueError:
                 continue  # rewritten by the next reallocation
-            out[domain] = (mu, at)
+            out[domain] = Allocation(mu, at, gain, claimed, mark)
         return out
 
-    async def set_allocation(self, domain: str, mu: float) -> None:
+    async def set_allocation(
+        self, domain: str, mu: float, per_hour: float = 0.0, gain: float = 1.0, mark: float = 0.0
+    ) -> None:
         async with self._guard():
             now = await self._now()
-            await self.client.hset(self.keys.budget, domain, f"{mu!r} {now!r}")  # type: ignore[misc]
+            value = f"{mu!r} {now!r} {per_hour / 3600.0!r} {gain!r} {mark!r}"
+            await self.client.hset(self.keys.budget, domain, value)  # type: ignore[misc]
 
     async def domains(self) -> list[str]:
         async with self._guard():

@@ -29,8 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from pricewatch._urls import sqlite_path
+from pricewatch.frontier import budget
 from pricewatch.frontier._entries import counters, lookup_url, valid_entries
 from pricewatch.frontier.base import (
+    Allocation,
     Completion,
     DomainCounts,
     Entry,
@@ -86,7 +88,13 @@ CREATE TABLE IF NOT EXISTS frontier_domains (
     paused_until REAL NOT NULL DEFAULT 0,
     health REAL NOT NULL DEFAULT 1.0,
     mu REAL NOT NULL DEFAULT 0,
-    allocated_at REAL NOT NULL DEFAULT 0
+    allocated_at REAL NOT NULL DEFAULT 0,
+    pace REAL NOT NULL DEFAULT 0,
+    tokens REAL NOT NULL DEFAULT 0,
+    tokens_at REAL NOT NULL DEFAULT 0,
+    claimed REAL NOT NULL DEFAULT 0,
+    gain REAL NOT NULL DEFAULT 1,
+    claimed_mark REAL NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS domain_limits (
     domain TEXT PRIMARY KEY,
@@ -102,6 +110,12 @@ _ADDED_COLUMNS = (
     ("frontier_entries", "observed_at", "REAL NOT NULL DEFAULT 0"),
     ("frontier_domains", "mu", "REAL NOT NULL DEFAULT 0"),
     ("frontier_domains", "allocated_at", "REAL NOT NULL DEFAULT 0"),
+    ("frontier_domains", "pace", "REAL NOT NULL DEFAULT 0"),
+    ("frontier_domains", "tokens", "REAL NOT NULL DEFAULT 0"),
+    ("frontier_domains", "tokens_at", "REAL NOT NULL DEFAULT 0"),
+    ("frontier_domains", "claimed", "REAL NOT NULL DEFAULT 0"),
+    ("frontier_domains", "gain", "REAL NOT NULL DEFAULT 1"),
+    ("frontier_domains", "claimed_mark", "REAL NOT NULL DEFAULT 0"),
 )
 
 _ADD = """
@@ -277,7 +291,17 @@ class SQLiteFrontier(Frontier):
         now = time.time()
         self._reap_sync(conn, now)
         room, domains = self._due_domains(conn, n, now)
+        paced = self._pace(conn, room, now)
         picked = self._pick_rows(conn, room, n, now)
+        if paced:
+            conn.executemany(
+                "UPDATE frontier_domains SET tokens = ?, tokens_at = ?, claimed = claimed + ? "
+                "WHERE domain = ?",
+                (
+                    (tokens - len(picked.get(d, ())), now, len(picked.get(d, ())), d)
+                    for d, tokens in paced.items()
+                ),
+            )
         chosen = interleave([rows for rows in picked.values() if rows], n)
         deadline = now + self.policy.lease_ttl
         leases = [
@@ -338,6 +362,27 @@ class SQLiteFrontier(Frontier):
                 heads.append((head, domain, free))
         heads.sort()
         return {domain: free for _, domain, free in heads}, {d: (h, mu) for d, h, mu in domains}
+
+    def _pace(self, conn: sqlite3.Connection, room: dict[str, int], now: float) -> dict[str, float]:
+        """Hold budgeted domains of ``room`` to their budget's pace (a token bucket of
+        ``PRICEWATCH_BUDGET_BURST`` seconds of budget): fewer leases, or none. Returns the
+        tokens of each paced domain before this claim."""
+        if not self.policy.budgeted or not room:
+            return {}
+        marks = ",".join("?" * len(room))
+        rows = conn.execute(
+            f"SELECT domain, pace, tokens, tokens_at FROM frontier_domains "
+            f"WHERE pace > 0 AND domain IN ({marks})",
+            list(room),
+        ).fetchall()
+        out = {}
+        for domain, pace, tokens, at in rows:
+            available = budget.refill(tokens, at, now, pace, self.policy.burst)
+            out[domain] = available
+            room[domain] = min(room[domain], int(available))
+            if room[domain] <= 0:
+                del room[domain]
+        return out
 
     @staticmethod
     def _pick_rows(
@@ -632,22 +677,28 @@ class SQLiteFrontier(Frontier):
             return [RateRow(*row) for row in rows]
         return [RateRow(imp, changes, exposure) for imp, changes, exposure, _ in rows]
 
-    async def allocations(self) -> dict[str, tuple[float, float]]:
+    async def allocations(self) -> dict[str, Allocation]:
         rows = await self._run(
             lambda: (
                 self._db()
-                .execute("SELECT domain, mu, allocated_at FROM frontier_domains")
+                .execute(
+                    "SELECT domain, mu, allocated_at, gain, claimed, claimed_mark "
+                    "FROM frontier_domains"
+                )
                 .fetchall()
             )
         )
-        return {domain: (mu, at) for domain, mu, at in rows}
+        return {domain: Allocation(*values) for domain, *values in rows}
 
-    async def set_allocation(self, domain: str, mu: float) -> None:
+    async def set_allocation(
+        self, domain: str, mu: float, per_hour: float = 0.0, gain: float = 1.0, mark: float = 0.0
+    ) -> None:
         await self._run(
             self._transaction,
             lambda conn: conn.execute(
-                "UPDATE frontier_domains SET mu = ?, allocated_at = ? WHERE domain = ?",
-                (mu, time.time(), domain),
+                "UPDATE frontier_domains SET mu = ?, allocated_at = ?, pace = ?, gain = ?, "
+                "claimed_mark = ? WHERE domain = ?",
+                (mu, time.time(), per_hour / 3600.0, gain, mark, domain),
             ),
         )
 

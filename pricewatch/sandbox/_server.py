@@ -2,7 +2,8 @@
 
 All shops share one state (catalogue, stats, modes), so the control paths answer the
 same on every host: ``GET /_truth``, ``GET /_stats``, ``POST /_stats/reset``,
-``GET /_urls.txt[?all=1][&js=0][&host=IP]``, ``GET /_shops``, ``GET|POST /_control``.
+``GET /_urls.txt[?all=1][&js=0][&host=IP]``, ``GET /_shops``, ``GET|POST /_control``,
+``GET /_poisson`` (:mod:`pricewatch.sandbox._poisson`).
 Control paths are never counted in stats, never delayed and never affected by modes.
 """
 
@@ -24,7 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pricewatch.sandbox import _assets, _hostile, _listings, _pages, _trust
+from pricewatch.sandbox import _assets, _hostile, _listings, _pages, _poisson, _trust
 from pricewatch.sandbox._catalog import (
     IN_STOCK,
     OUT_OF_STOCK,
@@ -106,6 +107,7 @@ class Sandbox:
         recommendations: str = "mixed",
         cases: bool = False,
         currencies: Iterable[str] = (),
+        poisson: str | None = None,
     ) -> None:
         if shops < 0 or js_shops < 0 or shops + js_shops < 1:
             raise ValueError(f"shops + js_shops must be >= 1, got {shops} + {js_shops}")
@@ -161,6 +163,9 @@ class Sandbox:
         self._reprices = 0
         self._runners: list[web.AppRunner] = []
         self._categories: dict[str, _listings.Category] = {}  # per host, made on first use
+        # Prices changing as Poisson processes (``_poisson``), from start().
+        self._poisson_spec = None if poisson is None else _poisson.parse(poisson)
+        self._poisson: _poisson.PoissonPrices | None = None
         self._initial_modes = list(modes)
         for body in self._initial_modes:
             self.control(body)  # validates early: a bad flag fails before binding
@@ -186,7 +191,21 @@ class Sandbox:
         except BaseException:
             await self.stop()
             raise
+        self._start_poisson()
         return self.shops
+
+    def _start_poisson(self) -> None:
+        if self._poisson_spec is None:
+            return
+        keys = [f"{s.index}{p.path}" for s in self._shops if not s.js for p in s.products]
+        self._poisson = _poisson.PoissonPrices(self.seed, keys, *self._poisson_spec)
+
+    def poisson_log(self) -> dict[str, Any]:
+        """The Poisson mode's rates, changes and fetches (``_poisson``); {} when off."""
+        if self._poisson is None:
+            return {}
+        by_key = {f"{s.index}{p.path}": s.url(p.path) for s in self._shops for p in s.products}
+        return self._poisson.log(by_key.__getitem__)
 
     async def stop(self) -> None:
         runners, self._runners = self._runners, []
@@ -339,6 +358,7 @@ class Sandbox:
             self._modes.clear(shop.host)
         self._reprices = 0
         self._cache.clear()
+        self._start_poisson()
 
     def _products(self, hosts: list[str]) -> Iterable[tuple[Shop, Product]]:
         for shop in self._shops:
@@ -395,6 +415,7 @@ class Sandbox:
         r.add_post("/_stats/reset", self._h_stats_reset)
         r.add_get("/_urls.txt", self._h_urls)
         r.add_get("/_shops", self._h_shops)
+        r.add_get("/_poisson", self._h_poisson)
         r.add_get("/_control", self._h_control_get)
         r.add_post("/_control", self._h_control)
         r.add_get("/", self._h_home)
@@ -596,10 +617,29 @@ class Sandbox:
             return self._html(
                 shop, product.path, lambda: render(shop, product, self._js_delay_ms, recs)
             )
+        if self._poisson is not None:
+            self._poisson_fetched(shop, product)
         if self._glitching(product):
             text = _pages.product_page(shop, _trust.glitched(product), recs)
             return web.Response(text=text, content_type="text/html")
         return self._html(shop, product.path, lambda: _pages.product_page(shop, product, recs))
+
+    def _poisson_fetched(self, shop: Shop, product: Product) -> None:
+        """Apply the price changes due by now to a product about to be served."""
+        assert self._poisson is not None
+        key = f"{shop.index}{product.path}"
+        if key not in self._poisson:
+            return
+        due = self._poisson.fetched(key)
+        for _ in range(due):
+            new = shop.locale.quantize(_poisson.step(self._poisson.rng, product.price))
+            if new <= 0 or new == product.price:
+                new = shop.locale.quantize(product.price + Decimal(1))
+            if product.regular_price is not None and new >= product.regular_price:
+                product.regular_price = None
+            product.price = new
+        if due:
+            self._cache.pop((shop.index, product.path), None)
 
     def _glitching(self, product: Product) -> bool:
         """Count a fetch of a glitch product; True when this one shows the glitch."""
@@ -871,6 +911,9 @@ class Sandbox:
         )
         return web.Response(text="".join(u + "\n" for u in urls))
 
+    async def _h_poisson(self, request: web.Request) -> web.Response:
+        return web.json_response(self.poisson_log())
+
     async def _h_shops(self, request: web.Request) -> web.Response:
         return web.json_response({"shops": self.shops})
 
@@ -959,6 +1002,9 @@ class BackgroundSandbox:
 
     def reset_stats(self) -> None:
         self._call(self.sandbox.reset_stats)
+
+    def poisson_log(self) -> dict[str, Any]:
+        return self._call(self.sandbox.poisson_log)  # type: ignore[no-any-return]
 
     def control(self, **body: Any) -> dict[str, Any]:
         return self._call(self.sandbox.control, body)

@@ -102,6 +102,14 @@ def add_arguments(parser: argparse._ActionsContainer) -> None:
         "rotation EUR,USD,CHF,JPY,BRL,GBP); also KWD and OMR (three decimals)",
     )
     parser.add_argument(
+        "--poisson",
+        metavar="MIN-MAX[:speed=S]",
+        default=None,
+        help="HTML shops' prices change as Poisson processes, each product at a rate "
+        "log-uniform in MIN-MAX changes per simulated minute, simulated time S times the "
+        "wall clock (default 360); GET /_poisson logs changes and fetches",
+    )
+    parser.add_argument(
         "--latency",
         metavar="MIN-MAX",
         default=None,
@@ -151,6 +159,7 @@ def sandbox_from_args(args: argparse.Namespace) -> Sandbox:
         cases=args.cases,
         currencies=[c.strip().upper() for c in args.currencies.split(",") if c.strip()],
         modes=[*args.mode, *args.control],
+        poisson=args.poisson,
     )
 
 

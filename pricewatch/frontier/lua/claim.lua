@@ -2,13 +2,13 @@
 -- reap limit, domain scan limit, the leases whose fetch ended since the last call (a JSON
 -- array of [id, token] pairs, or '' for none), adaptive limits (1: each domain's learned cap
 -- in `limit_caps` applies too, the lower of the two wins) and the cap of a domain with none
--- learned.
+-- learned, and the budget's burst (seconds).
 -- Releases those leases' slots first (release_fetched in common.lua), so that the claim sees
 -- them free, and reaps expired leases; then takes up to n due entries: domains in order of
--- their most overdue entry, round-robin, skipping paused domains and domains at the in-flight
--- cap (leases whose fetch has not ended, see release.lua); within a domain the most overdue
--- first. Each moves from sched:<domain> to `inflight` (scored by the lease deadline) with a
--- fresh token in `leases`.
+-- their most overdue entry, round-robin, skipping paused domains, domains whose budget's pace
+-- allows no request now (budget.refill) and domains at the in-flight cap (leases whose fetch
+-- has not ended, see release.lua); within a domain the most overdue first. Each moves from
+-- sched:<domain> to `inflight` (scored by the lease deadline) with a fresh token in `leases`.
 -- Returns {deadline, leases, malformed ids, reaped, dead-lettered, released}; each lease is one
 -- string of tab-separated fields: id, token, url, domain, sku, importance, attempts, failures,
 -- gone, checks, changes, seen_at, health, rate_changes, rate_exposure, observed_at, and the
@@ -17,6 +17,7 @@ local n, ttl, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local token_base, max_attempts = ARGV[5], tonumber(ARGV[6])
 local reap_limit, scan_limit = tonumber(ARGV[7]), tonumber(ARGV[8])
 local adaptive, start = ARGV[10] == '1', tonumber(ARGV[11])
+local burst = tonumber(ARGV[12])
 local now = now_seconds()
 local released = 0
 if ARGV[9] ~= nil and ARGV[9] ~= '' then released = release_fetched(cjson.decode(ARGV[9])) end
@@ -35,6 +36,7 @@ if #due_domains > 0 then
   local budget = redis.call('HMGET', K_BUDGET, unpack(due_domains))
   local learned = {}
   if adaptive then learned = redis.call('HMGET', K_LIMIT_CAPS, unpack(due_domains)) end
+  local buckets = redis.call('HMGET', K_BUDGET_TOKENS, unpack(due_domains))
   for i, d in ipairs(due_domains) do
     if (tonumber(pauses[i] or '0') or 0) > now then
       refresh(d, now)
@@ -48,10 +50,24 @@ if #due_domains > 0 then
       if mine > 0 and (limit <= 0 or mine < limit) then limit = mine end
       local room = n
       if limit > 0 then room = math.min(n, limit - fetching) end
+      local mu, pace, tokens = '0', 0, nil
+      if budget[i] then
+        local m, p = string.match(budget[i], '^(%S+) %S+ (%S+)')
+        if m then mu, pace = m, tonumber(p) or 0 else mu = string.match(budget[i], '^(%S+)') end
+      end
+      local claimed = 0
+      if pace > 0 then
+        local left, at = 0, 0
+        if buckets[i] then
+          local l, a, c = string.match(buckets[i], '^(%S+) (%S+) ?(%S*)$')
+          left, at, claimed = tonumber(l) or 0, tonumber(a) or 0, tonumber(c) or 0
+        end
+        tokens = refill(left, at, now, pace, burst)
+        room = math.min(room, math.floor(tokens))
+      end
       if room > 0 then
-        local mu = budget[i] and string.match(budget[i], '^(%S+)') or '0'
         active[#active + 1] = {d = d, room = room, taken = {}, inflight = inflight,
-          health = health[i] or '1', mu = mu}
+          health = health[i] or '1', mu = mu, tokens = tokens, claimed = claimed}
       end
     end
   end
@@ -118,6 +134,15 @@ for _, a in ipairs(active) do
   end
 end
 bulk('HSET', K_DOMAIN_INFLIGHT, counts)
+local spent = {}
+for _, a in ipairs(active) do
+  if a.tokens and #a.taken > 0 then
+    spent[#spent + 1] = a.d
+    spent[#spent + 1] = exact(a.tokens - #a.taken) .. ' ' .. exact(now) .. ' ' ..
+      exact(a.claimed + #a.taken)
+  end
+end
+bulk('HSET', K_BUDGET_TOKENS, spent)
 bulk('ZADD', K_READY, ready)
 if #emptied > 0 then redis.call('ZREM', K_READY, unpack(emptied)) end
 

@@ -6,6 +6,7 @@ local K_DOMAIN_INFLIGHT, K_PAUSED, K_HEALTH = KEYS[5], KEYS[6], KEYS[7]
 local K_DOMAINS, K_MALFORMED, K_DOMAIN_FETCHED = KEYS[8], KEYS[9], KEYS[10]
 local K_BUDGET = KEYS[11]
 local K_LIMIT_CAPS = KEYS[12]
+local K_BUDGET_TOKENS = KEYS[13]
 local PREFIX = ARGV[1]
 
 local function now_seconds()
@@ -47,6 +48,15 @@ local function decode(raw)
 end
 
 local function encode(rec) return cmsgpack.pack(rec) end
+
+-- The requests a domain paced at `pace` per second may make now: its tokens left at `at`
+-- plus what the pace added since, at most `burst` seconds' worth (at least one request's).
+-- pricewatch/frontier/budget.py refill() is the same rule.
+local function refill(tokens, at, now, pace, burst)
+  local cap = math.max(pace * burst, 1)
+  if at <= 0 then return cap end
+  return math.min(tokens + math.max(now - at, 0) * pace, cap)
+end
 
 -- Keep a domain's score in `ready` equal to its earliest due time, or the end of its pause.
 local function refresh(d, now)

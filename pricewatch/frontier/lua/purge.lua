@@ -33,6 +33,7 @@ redis.call('HDEL', K_HEALTH, d)
 redis.call('HDEL', K_BUDGET, d)
 redis.call('HDEL', K_LIMIT_CAPS, d)
 redis.call('HDEL', PREFIX .. 'limits', d)
+redis.call('HDEL', K_BUDGET_TOKENS, d)
 redis.call('SREM', K_DOMAINS, d)
 redis.call('ZREM', K_READY, d)
 return deleted
