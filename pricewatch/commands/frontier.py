@@ -47,8 +47,8 @@ from pricewatch.frontier import (
     budget,
     frontier_from_settings,
 )
-from pricewatch.politeness.limits import DomainLimit
 from pricewatch.frontier.scoring import prior
+from pricewatch.politeness.limits import DomainLimit
 
 EXIT_UNAVAILABLE = 1
 EXIT_NOT_FOUND = 3
