@@ -288,6 +288,24 @@ def zero_latency(args: argparse.Namespace) -> list[Run]:
         _line(runs[-1])
         runs.append(pricewatch_run(urls, "pricewatch, SQLite (default)", None, None, {}))
         _line(runs[-1])
+        # The same crawl writing its audit trail (pricewatch/audit.py), right after it.
+        audited = pricewatch_run(
+            urls,
+            "pricewatch, SQLite + audit trail",
+            None,
+            None,
+            {"PRICEWATCH_AUDIT_FILE": "audit.jsonl"},
+        )
+        runs.append(audited)
+        _line(runs[-1])
+        plain = runs[-2]
+        print(
+            f"AUDIT cost: {audited.rate / plain.rate:.2f} of the rate without it; CPU "
+            f"{audited.cpu_ms_per_item:.2f} vs {plain.cpu_ms_per_item:.2f} ms per stored SKU "
+            f"({(audited.cpu_ms_per_item / plain.cpu_ms_per_item - 1) * 100:+.1f}%); "
+            f"{audited.stats.get('pricewatch/audit/records', 0)} records",
+            flush=True,
+        )
         if not args.no_servers:
             runs.append(servers_run(urls, args))
             _line(runs[-1])

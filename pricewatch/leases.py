@@ -50,6 +50,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+leases_claimed = object()
+"""Signal sent once per :meth:`CrawlResources.claimed` call, with ``leases`` (a sequence of
+:class:`~pricewatch.frontier.Lease`): the audit trail's first record of each lease."""
+
 leases_completed = object()
 """Signal sent once per :meth:`CrawlResources.complete` call, with ``completions`` (a
 sequence of :class:`~pricewatch.frontier.Completion`): per-domain outcomes for metrics."""
@@ -113,6 +117,7 @@ class CrawlResources:
 
     def claimed(self, leases: Sequence[Lease]) -> None:
         self._outstanding.update(lease.token for lease in leases)
+        self.crawler.signals.send_catch_log(leases_claimed, leases=leases)
 
     async def claim(self, n: int) -> list[Lease]:
         """Up to ``n`` leases, claimed in the same frontier call that releases the slots

@@ -29,6 +29,9 @@ Downloader middlewares (a request goes down the orders, its response comes back 
   sessions, benches failing proxies per domain; below decompression (590), so it sees
   challenge pages, and above the breaker and the retry, so a blocked request is asked again
   on another proxy first.
+- 587 ``AuditMiddleware`` (:mod:`pricewatch.audit`), only with ``PRICEWATCH_AUDIT_FILE``:
+  records each download error in the audit trail (responses are recorded as they arrive,
+  from the ``response_downloaded`` signal, before the breaker counts them).
 - 580-900 Scrapy's meta refresh, decompression, redirects, cookies (700: one jar per
   session), proxy (750: credentials from the session's proxy URL), stats, cache.
 - Then the download itself: plain HTTP, or the browser (scrapy-playwright's download
@@ -52,6 +55,7 @@ Spider middlewares:
 
 from __future__ import annotations
 
+from pricewatch.audit import AuditMiddleware
 from pricewatch.destinations import DestinationMiddleware
 from pricewatch.leaseguard import LeaseArrivalMiddleware, LeaseDepartureMiddleware
 from pricewatch.politeness.backoff import BackoffRetryMiddleware
@@ -61,6 +65,7 @@ from pricewatch.robotstxt import RobotsTxtMiddleware
 from pricewatch.sessions import SessionMiddleware
 
 __all__ = [
+    "AuditMiddleware",
     "BackoffRetryMiddleware",
     "CircuitBreakerMiddleware",
     "DestinationMiddleware",

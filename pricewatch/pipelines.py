@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from scrapy.exceptions import DropItem, NotConfigured
 
 from pricewatch.alerts import Alerter
+from pricewatch.audit import AuditTrail
 from pricewatch.configversion import ConfigVersion
 from pricewatch.drift import DriftMonitor
 from pricewatch.frontier import Completion, FrontierUnavailable
@@ -231,6 +232,7 @@ class StorePipeline:
         # Mass changes of a domain are held like a suspicious change (pricewatch/drift.py).
         if self.store.quarantine_config is not None:
             self.store.mass_guard = DriftMonitor.of(crawler).mass
+        self.audit = AuditTrail.of(crawler)
         self.alerts: Alerter | None
         try:
             self.alerts = Alerter.from_crawler(crawler)
@@ -351,6 +353,8 @@ class StorePipeline:
                 logger.warning("Store rejected %s (%s)", url, reason)
             if item.lease is None:
                 continue
+            if self.audit.enabled:
+                self._audit(item, result, reason)
             if reason is not None:
                 completions.append(
                     Completion(item.lease, Outcome.NO_PRICE, reason=f"rejected_{reason}")
@@ -379,6 +383,17 @@ class StorePipeline:
         if self.alerts is not None:  # committed: alert what this batch published
             self.alerts.submit(result.published)
         await self.resources.complete(completions)
+
+    def _audit(self, item: ObservationItem, result: WriteResult, rejected: str | None) -> None:
+        url = item.observation.url
+        assert item.lease is not None
+        if rejected is not None:
+            status, why = "rejected", rejected
+        elif url in result.held:
+            status, why = "held", result.held[url]
+        else:
+            status, why = ("changed" if url in result.changed else "unchanged"), None
+        self.audit.stored(item.lease, item.observation, status, why)
 
     def _give_up(self, exc: BaseException) -> None:
         """The store has been down too long: stop waiting, end the crawl."""

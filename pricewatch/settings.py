@@ -559,6 +559,9 @@ DOWNLOADER_MIDDLEWARES = {
     "pricewatch.sessions.SessionMiddleware": 585,
     # The adaptive per-domain limit sees each decompressed answer before the breaker.
     "pricewatch.politeness.adaptive.AdaptiveLimitMiddleware": 580,
+    # Records every response and download error in the audit trail (pricewatch/audit.py),
+    # before sessions, the breaker and the retry middleware decide about it.
+    "pricewatch.audit.AuditMiddleware": 587,
 }
 # Checks a sample of page offers against the domain's official source
 # (pricewatch/politeness/fallback.py).
@@ -582,6 +585,7 @@ EXTENSIONS = {
     "pricewatch.metrics.Metrics": 700,
     "pricewatch.watchdog.ReactorWatchdog": 800,
     "pricewatch.drift.DriftMonitor": 810,
+    "pricewatch.audit.AuditTrail": 820,
     "pricewatch.extensions.StatsFile": 500,
 }
 # Where StatsFile writes the run's record (JSON: status, exit code, the one-line error,
@@ -628,3 +632,15 @@ PRICEWATCH_DRIFT_INVALID_RATE = 0.3
 PRICEWATCH_DRIFT_BLOCKED_RATE = 0.5
 PRICEWATCH_DRIFT_MASS_CHANGE_RATE = 0.5
 PRICEWATCH_DRIFT_MASS_OUT_OF_STOCK_RATE = 0.8
+# The audit trail (pricewatch/audit.py): every fetch decision (claimed, response, retry and
+# its delay, Retry-After honoured, deferred by the breaker, breaker opened, fallback, the
+# store's verdict, the final outcome) as JSON lines in FILE, for `scrapy audit SKU|URL`.
+# Empty: off. %(name)s, %(pid)s and %(host)s as in PRICEWATCH_STATS_FILE: give each process
+# of a node its own file (%(pid)s). Rotated at MAX_BYTES or when the UTC day changes, the
+# KEEP newest rotated files kept. Written in batches every FLUSH_INTERVAL seconds by a
+# worker thread; records waiting beyond MAX_BUFFER (a stalled disk) are dropped and counted.
+PRICEWATCH_AUDIT_FILE = os.environ.get("PRICEWATCH_AUDIT_FILE", "")
+PRICEWATCH_AUDIT_MAX_BYTES = 100 * 1024 * 1024
+PRICEWATCH_AUDIT_KEEP = 14
+PRICEWATCH_AUDIT_FLUSH_INTERVAL = 1.0
+PRICEWATCH_AUDIT_MAX_BUFFER = 100_000

@@ -24,6 +24,7 @@ def test_throughput_bench_runs_tiny_and_prints_its_ratios() -> None:
     out = proc.stdout
     for line in (
         "RATIO zero-latency pricewatch, SQLite (default):",
+        "AUDIT cost:",
         "RATIO zero-latency pricewatch, Redis + PostgreSQL:",
         "RATIO latency:",
         "of the politeness ceiling",

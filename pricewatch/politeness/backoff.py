@@ -40,6 +40,7 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.response import response_status_message
 
 from pricewatch._http import parse_retry_after
+from pricewatch.audit import AuditTrail
 from pricewatch.exceptions import Blocked
 from pricewatch.meta import LEASE_META, NOT_BEFORE_META
 from pricewatch.politeness.scheduler import BackoffScheduler
@@ -104,6 +105,7 @@ class BackoffRetryMiddleware(RetryMiddleware):
         self.stats = crawler.stats
         self.rng = random.Random()
         self.clock = time.monotonic
+        self.audit = AuditTrail.of(crawler)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BackoffRetryMiddleware:  # type: ignore[override]
@@ -124,6 +126,14 @@ class BackoffRetryMiddleware(RetryMiddleware):
         if deadline is not None and time.time() + delay + self.download_timeout > deadline:
             # Waiting here would outlive the lease: let the frontier schedule the retry.
             self.stats.inc_value("pricewatch/backoff/to_frontier")
+            self.audit.decision(
+                request,
+                "retry",
+                status=response.status,
+                delay=round(delay, 3),
+                retry_after=hint,
+                to_frontier=True,
+            )
             if response.status == 429:
                 raise Blocked(
                     f"HTTP 429, retry in {delay:.1f}s (after the lease)", retry_after=delay
@@ -132,6 +142,9 @@ class BackoffRetryMiddleware(RetryMiddleware):
         if hint is not None and delay == hint:
             self.stats.inc_value("pricewatch/backoff/retry_after")
         self.stats.inc_value("pricewatch/backoff/delayed")
+        self.audit.decision(
+            request, "retry", status=response.status, delay=round(delay, 3), retry_after=hint
+        )
         retry.meta[NOT_BEFORE_META] = self.clock() + delay
         logger.debug("Retrying %s in %.2fs (HTTP %d)", request.url, delay, response.status)
         return retry

@@ -62,6 +62,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from pricewatch._http import parse_retry_after
 from pricewatch._urls import site_of
+from pricewatch.audit import AuditTrail
 from pricewatch.exceptions import Blocked, DomainDeferred
 from pricewatch.frontier import FrontierUnavailable
 from pricewatch.leases import CrawlResources
@@ -376,6 +377,9 @@ class CircuitBreakerMiddleware:
 
     def _defer(self, request: Request, domain: str, retry_after: float, why: str) -> NoReturn:
         self.stats.inc_value("pricewatch/breaker/deferred")
+        AuditTrail.of(self.crawler).decision(
+            request, "deferred", why=why, retry_after=round(retry_after, 3)
+        )
         raise DomainDeferred(f"{why} for {domain}", retry_after=retry_after)
 
     def _record_block(self, request: Request, domain: str, hint: float | None) -> float | None:
@@ -391,7 +395,11 @@ class CircuitBreakerMiddleware:
         if circuit.state is State.HALF_OPEN:
             if is_probe(request, circuit):
                 logger.info("Probe of %s was blocked: circuit reopens", domain)
-                return self._open(domain, circuit, hint, reopen=True)
+                cooldown = self._open(domain, circuit, hint, reopen=True)
+                AuditTrail.of(self.crawler).decision(
+                    request, "breaker", cooldown=round(cooldown, 3), reopened=True
+                )
+                return cooldown
             return None
         if circuit.state is State.OPEN:
             if hint is not None and now + hint > circuit.open_until:
@@ -403,7 +411,9 @@ class CircuitBreakerMiddleware:
         while circuit.blocks and circuit.blocks[0] <= now - self.config.window:
             circuit.blocks.popleft()
         if len(circuit.blocks) >= self.config.threshold:
-            return self._open(domain, circuit, hint, reopen=False)
+            cooldown = self._open(domain, circuit, hint, reopen=False)
+            AuditTrail.of(self.crawler).decision(request, "breaker", cooldown=round(cooldown, 3))
+            return cooldown
         return None
 
     def _close(self, domain: str, circuit: Circuit) -> None:

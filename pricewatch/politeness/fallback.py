@@ -54,8 +54,10 @@ from urllib.parse import quote
 
 from scrapy import Request
 from scrapy.exceptions import NotConfigured
+from scrapy.utils.httpobj import urlparse_cached
 
 from pricewatch._urls import site_of
+from pricewatch.audit import AuditTrail
 from pricewatch.currency import resolve_currency
 from pricewatch.exceptions import DomainDeferred
 from pricewatch.extract import Offer, extract_offer_from_json, normalise_availability, parse_machine
@@ -291,6 +293,9 @@ class OfficialSourceMiddleware(_Official):
         if official is None:
             return None
         self.stats.inc_value("pricewatch/fallback/requests")
+        AuditTrail.of(self.crawler).decision(
+            request, "fallback", source_host=urlparse_cached(official).hostname
+        )
         logger.debug("%s: fetching %s from its official source", lease.url, lease.sku)
         return official
 
