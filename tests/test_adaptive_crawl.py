@@ -70,24 +70,28 @@ def test_a_shop_tolerating_one_request_gets_one(
     assert "http_429: concurrency 2 -> 1" in shown.stdout
 
 
-async def limit_of(url: str, domain: str) -> DomainLimit | None:
+async def watch(
+    url: str, domain: str, ok: Callable[[DomainLimit], bool], seconds: float, shop: SandboxProcess
+) -> tuple[DomainLimit, dict[str, Any]]:
+    """Poll the shared limit of ``domain`` (one connection) until ``ok``; then at once the
+    shop's counters: what it had served by then."""
     frontier = frontier_from_url(url)
     async with frontier:
-        stored = (await frontier.limits()).get(domain)
-    return None if stored is None else DomainLimit.from_json(stored)
+        deadline = time.monotonic() + seconds
+        last = None
+        while time.monotonic() < deadline:
+            stored = (await frontier.limits()).get(domain)
+            last = None if stored is None else DomainLimit.from_json(stored)
+            if last is not None and ok(last):
+                return last, shop.host_stats(domain)
+            await asyncio.sleep(0.02)
+    raise AssertionError(f"limit of {domain} never got there: {last}")
 
 
 def wait_for(
-    url: str, domain: str, ok: Callable[[DomainLimit], bool], timeout: float
-) -> DomainLimit:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = asyncio.run(limit_of(url, domain))
-        if last is not None and ok(last):
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"limit of {domain} never got there: {last}")
+    url: str, domain: str, ok: Callable[[DomainLimit], bool], timeout: float, shop: SandboxProcess
+) -> tuple[DomainLimit, dict[str, Any]]:
+    return asyncio.run(watch(url, domain, ok, timeout, shop))
 
 
 def test_three_workers_share_one_limit_that_follows_the_tolerance(
@@ -115,12 +119,12 @@ def test_three_workers_share_one_limit_that_follows_the_tolerance(
     try:
         for _ in range(3):
             workers.append(start_scrapy(tmp_path, "crawl", "products", *args(settings), env=env))
-        reached = wait_for(redis_frontier_url, host, lambda s: s.concurrency >= 8, 90)
+        reached, _ = wait_for(redis_frontier_url, host, lambda s: s.concurrency >= 8, 90, shop)
         assert reached.concurrency <= 9
         before = shop.host_stats(host)["requests"]
         shop.control(mode="tolerance", concurrency=2, retry_after=1)
-        wait_for(redis_frontier_url, host, lambda s: s.concurrency <= 2, 20)
-        followed_in = shop.host_stats(host)["requests"] - before
+        _, then = wait_for(redis_frontier_url, host, lambda s: s.concurrency <= 2, 20, shop)
+        followed_in = then["requests"] - before
         assert followed_in <= 20
         demand_at_2 = shop.host_stats(host)
         shop.reset_stats()
@@ -128,7 +132,7 @@ def test_three_workers_share_one_limit_that_follows_the_tolerance(
         at_two = shop.host_stats(host)
         assert at_two["max_demand"] <= 3, at_two  # tolerance + 1, across the three workers
         shop.control(mode="tolerance", concurrency=8, retry_after=1)
-        recovered = wait_for(redis_frontier_url, host, lambda s: s.concurrency >= 7, 60)
+        recovered, _ = wait_for(redis_frontier_url, host, lambda s: s.concurrency >= 7, 60, shop)
         assert recovered.concurrency <= 9
     finally:
         for worker in workers:

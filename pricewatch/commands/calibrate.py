@@ -33,11 +33,9 @@ import socket
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import aiohttp
-from protego import Protego
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
@@ -46,6 +44,9 @@ from pricewatch.commands._output import use_help_formatter
 from pricewatch.destinations import allowed_networks, non_public_kind
 from pricewatch.frontier import FrontierUnavailable, frontier_from_settings
 from pricewatch.politeness.limits import MIN_RAISED_DELAY, DomainLimit, LimitConfig, step
+
+if TYPE_CHECKING:
+    import aiohttp
 
 ROUNDS = 2  # rounds of requests per step
 EXIT_UNAVAILABLE = 1
@@ -130,6 +131,9 @@ class Command(ScrapyCommand):
             )
         if opts.requests < ROUNDS:
             raise UsageError(f"--requests must be >= {ROUNDS}, got {opts.requests}")
+        # Imported here: Scrapy imports every command module for every command.
+        import aiohttp
+
         probe = Probe(url, settings, config, most, opts.requests)
         try:
             self.exitcode = asyncio.run(self._run(probe, opts))
@@ -178,6 +182,8 @@ class Probe:
         self.markers, self.scan = challenges.markers, challenges.scan_bytes
 
     async def run(self, *, echo: bool) -> dict[str, Any]:
+        import aiohttp
+
         await self._check_destination()
         timeout = aiohttp.ClientTimeout(total=self.timeout)
         headers = {"User-Agent": self.user_agent}
@@ -258,6 +264,9 @@ class Probe:
     async def _robots(self, session: aiohttp.ClientSession) -> float | None:
         """The robots.txt Crawl-delay for our user agent (None: none); refuses the URL if
         robots.txt disallows it (when ROBOTSTXT_OBEY)."""
+        import aiohttp
+        from protego import Protego
+
         if not self.obey_robots:
             return None
         parts = urlsplit(self.url)
