@@ -586,6 +586,7 @@ EXTENSIONS = {
     "pricewatch.watchdog.ReactorWatchdog": 800,
     "pricewatch.drift.DriftMonitor": 810,
     "pricewatch.audit.AuditTrail": 820,
+    "pricewatch.recycle.WorkerRecycler": 830,
     "pricewatch.extensions.StatsFile": 500,
 }
 # Where StatsFile writes the run's record (JSON: status, exit code, the one-line error,
@@ -644,3 +645,12 @@ PRICEWATCH_AUDIT_MAX_BYTES = 100 * 1024 * 1024
 PRICEWATCH_AUDIT_KEEP = 14
 PRICEWATCH_AUDIT_FLUSH_INTERVAL = 1.0
 PRICEWATCH_AUDIT_MAX_BUFFER = 100_000
+# Worker recycling (pricewatch/recycle.py), for follow mode above all: after AFTER_SKUS
+# leases claimed, AFTER_HOURS hours, or an RSS of RSS_MB (sampled every CHECK_INTERVAL
+# seconds; stats pricewatch/memory/rss_mb and rss_max_mb), the worker claims nothing more,
+# finishes and acknowledges what it holds, and exits 0 for scrapyd, systemd or cron to start
+# a fresh one. 0 = no limit. Keep RSS_MB under MEMUSAGE_LIMIT_MB, which stops a crawl hard.
+PRICEWATCH_RECYCLE_AFTER_SKUS = 0
+PRICEWATCH_RECYCLE_AFTER_HOURS = 0.0
+PRICEWATCH_RECYCLE_RSS_MB = 0.0
+PRICEWATCH_RECYCLE_CHECK_INTERVAL = 15.0

@@ -53,6 +53,7 @@ from pricewatch.items import OfferItem
 from pricewatch.leases import CrawlResources
 from pricewatch.meta import LEASE_META
 from pricewatch.outcomes import Outcome
+from pricewatch.recycle import WorkerRecycler
 from pricewatch.runs import end_run
 
 if TYPE_CHECKING:
@@ -132,8 +133,17 @@ class ProductSpider(Spider):
         failures = 0
         down_since = 0.0
         settled = self.resources.settled
+        recycler = WorkerRecycler.of(self.crawler)
         while True:
-            room = self.max_outstanding - self.resources.fetching
+            if recycler.draining:
+                # Recycling (pricewatch/recycle.py): claim nothing more; end once every
+                # lease in hand is completed, as a cron run does.
+                if not self.resources.outstanding:
+                    return
+                settled.clear()
+                await self._wait(settled, _DRAIN_WAIT)
+                continue
+            room = min(self.max_outstanding - self.resources.fetching, recycler.allowance())
             if room <= 0:
                 settled.clear()
                 await self._wait(settled, _CAPACITY_WAIT)
