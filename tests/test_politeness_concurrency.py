@@ -15,6 +15,7 @@ import os
 import socket
 import sys
 import textwrap
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -22,8 +23,12 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from scrapy import Request
+from scrapy.core.downloader import Slot
+from twisted.internet.defer import Deferred
 
 import pricewatch.settings as project_settings
+from pricewatch.downloader import SlotAccountingDownloader
 
 ROOT = Path(__file__).resolve().parents[1]
 ASYNCIO_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
@@ -183,3 +188,43 @@ async def test_stock_downloader_still_overshoots(tmp_path: Path) -> None:
 def test_project_settings_use_the_fixed_downloader() -> None:
     assert project_settings.DOWNLOADER == FIXED
     assert project_settings.TWISTED_REACTOR == ASYNCIO_REACTOR
+
+
+class _ScriptedSlot(Slot):
+    """A slot whose jittered delays come from a script, not from random."""
+
+    def __init__(self, draws: list[float]) -> None:
+        super().__init__(concurrency=1, delay=0.2, jitter=0.5)
+        self.draws = draws
+
+    def download_delay(self) -> float:
+        return self.draws.pop(0)
+
+
+async def test_a_delayed_slot_draws_its_jittered_delay_once_per_gap() -> None:
+    """Scrapy draws the delay again when the timer for the previous draw fires, and waits
+    more if the new draw is longer: the gap is the largest of several draws. The fixed
+    downloader keeps the draw until the request leaves."""
+    # Only the queue logic runs: no crawler, no download handlers.
+    downloader = SlotAccountingDownloader.__new__(SlotAccountingDownloader)
+    downloader.gaps = {}
+    sent: list[Request] = []
+    downloader._wait_for_download = (  # type: ignore[method-assign]
+        lambda slot, request, dfd: _record(sent, request)
+    )
+    slot = _ScriptedSlot([0.1, 0.3, 0.3])
+    slot.queue.append((Request("http://a.test/1"), Deferred()))
+    slot.lastseen = time.monotonic()
+    downloader._process_queue(slot)  # draws 0.1: a timer for 0.1 s
+    assert slot.latercall is not None and sent == []
+    slot.latercall.cancel()
+    slot.latercall = None
+    slot.lastseen = time.monotonic() - 0.11  # the timer fired, 0.11 s after the last request
+    downloader._process_queue(slot)  # Scrapy would draw 0.3 here and wait 0.19 s more
+    await asyncio.sleep(0)
+    assert [r.url for r in sent] == ["http://a.test/1"]
+    assert slot.draws == [0.3, 0.3]  # one draw for that gap
+
+
+async def _record(sent: list[Request], request: Request) -> None:
+    sent.append(request)
