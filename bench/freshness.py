@@ -192,7 +192,7 @@ def run_frontier(
     heapq.heapify(heap)
     budgeted = policy.budget > 0
     mu = 0.0
-    gain, claimed, mark, last_realloc = 1.0, 0, 0, 0.0
+    gain, claimed, mark, last_realloc = alloc.MIN_GAIN, 0, 0, 0.0
     next_realloc = 0.0
     slot = 0.0
     pace = policy.budget / HOUR

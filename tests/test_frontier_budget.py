@@ -156,10 +156,13 @@ def test_the_pace_refills_at_the_budget_up_to_the_burst() -> None:
 
 def test_the_gain_follows_what_the_domain_spent() -> None:
     """Planning exactly the budget spends less than it: the next allocation plans more
-    while the domain spends under 98 % of its budget, and less again once it spends it."""
-    assert budget.next_gain(1.0, 1000.0, 810.0, 3600.0) == pytest.approx(math.sqrt(1000 / 810))
+    while the domain spends under 99 % of its budget, and less again once it spends it,
+    never under 1.05 times the budget (the pace decides what is spent)."""
+    assert budget.next_gain(1.05, 1000.0, 810.0, 3600.0) == pytest.approx(
+        1.05 * math.sqrt(1000 / 810)
+    )
     assert budget.next_gain(1.2, 1000.0, 1000.0, 3600.0) == pytest.approx(1.2 * 0.97)
-    assert budget.next_gain(1.0, 1000.0, 1000.0, 3600.0) == 1.0
+    assert budget.next_gain(1.05, 1000.0, 995.0, 3600.0) == budget.MIN_GAIN
     assert budget.next_gain(1.4, 1000.0, 0.0, 3600.0) == budget.MAX_GAIN
     assert budget.next_gain(1.1, 1000.0, 5.0, 0.0) == 1.1
 

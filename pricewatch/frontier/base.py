@@ -385,7 +385,7 @@ class Frontier(abc.ABC):
             last = current.get(domain, Allocation(0.0, 0.0))
             if not force and now - last.at < policy.reallocate:
                 continue
-            gain = last.gain
+            gain = max(last.gain, alloc.MIN_GAIN)
             if last.at > 0 and last.mu > 0:
                 gain = alloc.next_gain(gain, per_hour, last.claimed - last.mark, now - last.at)
             hist = alloc.Histogram()

@@ -39,8 +39,8 @@ due at once), a requeue or a backlog would still be fetched as fast as the crawl
 of a budgeted domain therefore draw on a token bucket filled at the budget's rate and
 holding ``PRICEWATCH_BUDGET_BURST`` seconds of it, so no hour takes more than its budget.
 Fetches then land later than planned, so planning exactly the budget would spend less than
-it: each reallocation plans ``gain`` times the budget, the gain following what the domain
-actually took since the last one (:func:`next_gain`).
+it: each reallocation plans ``gain`` (at least 1.05) times the budget, the gain following
+what the domain actually took since the last one (:func:`next_gain`).
 """
 
 from __future__ import annotations
@@ -237,21 +237,23 @@ def refill(tokens: float, at: float, now: float, pace: float, burst: float) -> f
     return min(tokens + max(now - at, 0.0) * pace, cap)
 
 
-MAX_GAIN = 1.5
+MIN_GAIN, MAX_GAIN = 1.05, 1.5
 
 
 def next_gain(gain: float, per_hour: float, claimed: float, seconds: float) -> float:
     """The share of its budget a domain's next allocation plans, from the requests it
     took (``claimed``) in the ``seconds`` since the last one. Fetches land later than
     planned (a burst waits for the pace, a lease for its fetch, an estimate moves between
-    two fetches), so planning exactly the budget spends less than it: the gain rises
-    while the domain spends under 98 % of its budget and decays towards 1 once it spends
-    it (the pace keeps it from spending more), within ``[1, MAX_GAIN]``."""
+    two fetches), so planning exactly the budget spends less than it. Plans are at least
+    ``MIN_GAIN`` times the budget, so that the pace rather than the estimates decides what
+    is spent; the gain rises while the domain spends under 99 % of its budget and decays
+    towards ``MIN_GAIN`` once it spends it (the pace keeps it from spending more), up to
+    ``MAX_GAIN``."""
     if seconds <= 0.0 or per_hour <= 0.0:
         return gain
     realized = claimed / seconds * HOUR
-    if realized >= 0.98 * per_hour:
-        return max(1.0, gain * 0.97)
+    if realized >= 0.99 * per_hour:
+        return max(MIN_GAIN, gain * 0.97)
     return min(MAX_GAIN, gain * math.sqrt(per_hour / max(realized, per_hour / 4.0)))
 
 
