@@ -362,3 +362,26 @@ async def test_a_browser_page_gets_its_session_as_a_context_on_the_same_proxy(
     # No proxy meta: Scrapy would make a Proxy-Authorization header the browser sends on.
     assert "proxy" not in meta and b"Proxy-Authorization" not in request.headers
     assert router._assigned[routed_to] == 0 and router._assigned[meta["playwright_context"]] == 1
+
+
+def test_the_proxies_command_shows_health_and_sessions_by_id_never_credentials() -> None:
+    from pricewatch.commands.proxies import proxy_rows, session_rows, table
+    from pricewatch.sessions import ProxyHealth
+
+    pools = ProxyPools.from_value([f"http://user:{SECRET}@p1:3128", "http://p2:3128"])
+    p1, p2 = pools.for_domain(SHOP)
+    now = time.time()
+    health = [
+        ProxyHealth(SHOP, p1.id, ok=3, failures=1, latency_sum=0.3, benched_until=now + 60,
+                    cooldown=60, benchings=1, now=now),
+    ]  # fmt: skip
+    sessions = [SessionRecord("s1", SHOP, 0, p2.id, "UA", now - 30, requests=4)]
+    rows = {(r["proxy"], r["domain"]): r for r in proxy_rows(pools, health, sessions)}
+    one = rows[(p1.id, SHOP)]
+    assert one["url"] == "http://***@p1:3128" and one["success_rate"] == 0.75
+    assert one["latency"] == pytest.approx(0.1) and 59 < one["benched_for"] <= 60
+    assert rows[(p2.id, None)]["sessions"] == 0  # configured, never used yet
+    (live,) = session_rows(sessions, now)
+    assert live["proxy"] == p2.id and live["age"] == 30 and live["requests"] == 4
+    text = table(list(rows.values()), ("proxy", "url", "domain", "ok", "benched_for"))
+    assert p1.id in text and "***@p1:3128" in text and SECRET not in text
