@@ -3,16 +3,36 @@ project's commands run as subprocesses."""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pricewatch.settings
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@contextmanager
+def checkout_build_lock() -> Iterator[None]:
+    """Held while something builds in this checkout: pip and setuptools (scrapyd-deploy's
+    egg, the scrapyd node's virtualenv) write ``build/`` and ``pricewatch.egg-info/`` in
+    it, and the suite's parallel workers must take turns. The lock file is outside the
+    checkout (``setup.py clean -a`` empties ``build/``), one per checkout."""
+    key = hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
+    path = Path(tempfile.gettempdir()) / f"pricewatch-build-{key}.lock"
+    with path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def project_settings(overrides: Mapping[str, Any] | None = None, /, **more: Any) -> dict[str, Any]:

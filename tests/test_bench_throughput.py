@@ -10,6 +10,8 @@ import pytest
 
 from .helpers import ROOT
 
+pytestmark = pytest.mark.long
+
 
 @pytest.mark.timeout(600)
 def test_throughput_bench_runs_tiny_and_prints_its_ratios() -> None:

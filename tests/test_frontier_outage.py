@@ -24,6 +24,8 @@ from .fixtures.sandbox import SandboxProcess, sandbox_args
 from .fixtures.servers import PrivateRedis
 from .helpers import scrapy, scrapy_env, start_scrapy
 
+pytestmark = pytest.mark.long
+
 
 async def frontier_counts(url: str) -> list[DomainCounts]:
     async with RedisFrontier(url) as frontier:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -12,18 +13,26 @@ import pytest
 
 from .helpers import ROOT
 
+# What a checkout holds besides its sources: git, virtualenvs, builds, caches.
+NOT_SOURCE = (".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", ".*cache*",
+              ".hypothesis", "demo-run")  # fmt: skip
+
 
 @pytest.mark.timeout(180)
 def test_wheel_carries_migrations_lua_scripts_and_scrapy_entry_point(tmp_path: Path) -> None:
+    # Built from a copy of the checkout: pip builds in the source tree (build/,
+    # pricewatch.egg-info/), where the scrapyd tests build too while other workers run.
+    source, dist = tmp_path / "source", tmp_path / "dist"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*NOT_SOURCE))
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path), str(ROOT)],
+         "-w", str(dist), str(source)],
         capture_output=True,
         text=True,
         timeout=170,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    (wheel,) = tmp_path.glob("pricewatch-*.whl")
+    (wheel,) = dist.glob("pricewatch-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     wanted = [
         p.relative_to(ROOT).as_posix()

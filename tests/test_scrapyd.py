@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from .fixtures.sandbox import SandboxProcess, sandbox_args
-from .helpers import ROOT, scrapy, scrapy_env
+from .helpers import ROOT, checkout_build_lock, scrapy, scrapy_env
 
 VENV = ROOT / ".venv-scrapyd"
 CONSTRAINTS = ROOT / "deploy" / "scrapyd-constraints.txt"
@@ -60,6 +60,12 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def scrapyd_venv() -> Path:
+    # pip builds the project in the checkout; a worker that waited here finds the venv built.
+    with checkout_build_lock():
+        return _build_venv()
+
+
+def _build_venv() -> Path:
     stamp = VENV / ".pricewatch-fingerprint"
     if stamp.exists() and stamp.read_text() == _fingerprint():
         return VENV
@@ -137,14 +143,15 @@ class Scrapyd:
         (config / "scrapy.cfg").write_text(
             f"[deploy:node]\nurl = {self.url}\nproject = {project}\n"
         )
-        return subprocess.run(
-            [str(DEPLOY), "node"],
-            cwd=project_dir,
-            env={**env, "XDG_CONFIG_HOME": str(config)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        with checkout_build_lock():  # scrapyd-deploy builds the egg in the project
+            return subprocess.run(
+                [str(DEPLOY), "node"],
+                cwd=project_dir,
+                env={**env, "XDG_CONFIG_HOME": str(config)},
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -165,6 +172,7 @@ def shop() -> Iterator[SandboxProcess]:
         proc.stop()
 
 
+@pytest.mark.long  # builds the node's virtualenv, which the next test reuses
 @pytest.mark.timeout(900)
 def test_a_scrapyd_node_crawls_into_redis_and_postgresql(
     scrapyd_venv: Path,

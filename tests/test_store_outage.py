@@ -23,6 +23,8 @@ from .fixtures.sandbox import SandboxProcess, sandbox_args
 from .fixtures.servers import PrivateCluster
 from .helpers import scrapy, scrapy_env, start_scrapy
 
+pytestmark = pytest.mark.long
+
 
 def _product_fetches(shop: SandboxProcess) -> int:
     hosts = shop.stats()["hosts"].values()

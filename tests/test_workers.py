@@ -23,6 +23,8 @@ import redis
 from .fixtures.sandbox import SandboxProcess, sandbox_args
 from .helpers import scrapy, scrapy_env, start_scrapy
 
+pytestmark = pytest.mark.long
+
 REDIS = "redis://127.0.0.1:6379/0"
 WORKERS = 3
 # Small lease holdings per worker, so that the schedule is shared out between them.

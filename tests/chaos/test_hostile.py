@@ -19,6 +19,8 @@ from ..fixtures.sandbox import SandboxProcess, sandbox_args
 from ..helpers import scrapy
 from .checks import assert_every_lease_completed, assert_stored_right, stored_prices
 
+pytestmark = pytest.mark.long
+
 CRAWL = [
     *("-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False"),
     # Trickles are given up after 2 s, retried once.

@@ -19,6 +19,8 @@ from ..fixtures.servers import PrivateCluster, PrivateRedis
 from ..helpers import scrapy, scrapy_env, start_scrapy
 from .checks import assert_every_lease_completed, assert_stored_right, stored_prices
 
+pytestmark = pytest.mark.long
+
 LEASE_TTL = 4
 CRAWL = [
     *("-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False"),

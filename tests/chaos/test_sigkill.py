@@ -21,6 +21,8 @@ from ..fixtures.sandbox import SandboxProcess, sandbox_args
 from ..helpers import scrapy, scrapy_env, start_scrapy
 from .checks import assert_every_lease_completed, assert_stored_right
 
+pytestmark = pytest.mark.long
+
 KILLS = int(os.environ.get("PRICEWATCH_CHAOS_KILLS", "2"))
 LEASE_TTL = 2
 CRAWL = [
