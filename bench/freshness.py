@@ -3,6 +3,7 @@
     .venv/bin/python bench/freshness.py                  # the three variants, 1,000 SKUs, 72 h
     .venv/bin/python bench/freshness.py --variant base --seed 2
     .venv/bin/python bench/freshness.py --crawl          # a real crawl of the Poisson sandbox
+    .venv/bin/python bench/freshness.py --reallocation 1000000 [--redis redis://127.0.0.1/15]
 
 A simulation: ``--skus`` SKUs of one shop whose prices change as Poisson processes with
 rates log-uniform between 1/10 and 1/1000 per minute, importance Pareto(1.2) capped at
@@ -58,6 +59,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -342,6 +344,75 @@ def simulate(
     return results
 
 
+# -- what a reallocation costs ------------------------------------------------------------------
+
+
+def reallocation(skus: int, redis_url: str | None) -> None:
+    """Time one reallocation of a domain of ``skus`` entries with rate estimates, on an
+    SQLite frontier (rows written directly) or a Redis one (namespace ``budgetbench``,
+    added through the frontier, deleted afterwards)."""
+    import asyncio
+
+    from pricewatch.frontier import Entry
+    from pricewatch.frontier.redis import RedisFrontier
+    from pricewatch.frontier.sqlite import SQLiteFrontier
+
+    policy = replace(SchedulePolicy(), budget=float(skus) / 10)
+    rng = random.Random(1)
+
+    async def run() -> None:
+        with tempfile.TemporaryDirectory(prefix="pw-realloc-") as tmp:
+            frontier: Any
+            if redis_url:
+                frontier = RedisFrontier(redis_url, policy, namespace="budgetbench")
+            else:
+                frontier = SQLiteFrontier(f"sqlite:///{tmp}/f.db", policy)
+            await frontier.open()
+            try:
+                started = time.perf_counter()
+                if redis_url:
+                    for start in range(0, skus, 100_000):
+                        await frontier.add(
+                            Entry(f"https://shop.test/p/{i}", importance=rng.paretovariate(1.2))
+                            for i in range(start, min(start + 100_000, skus))
+                        )
+                else:
+
+                    def fill() -> None:
+                        conn = frontier._db()
+                        conn.execute("BEGIN")
+                        conn.executemany(
+                            "INSERT INTO frontier_entries (url, domain, importance, due_at, "
+                            "seen_at, rate_changes, rate_exposure) VALUES (?, ?, ?, 0, 0, ?, ?)",
+                            (
+                                (f"https://shop.test/p/{i}", "shop.test",
+                                 rng.paretovariate(1.2), rng.uniform(0.5, 8.0),
+                                 rng.uniform(3600.0, 360000.0))
+                                for i in range(skus)
+                            ),
+                        )  # fmt: skip
+                        conn.execute("INSERT INTO frontier_domains (domain) VALUES ('shop.test')")
+                        conn.execute("COMMIT")
+
+                    await frontier._run(fill)
+                print(f"{skus:,} entries written in {time.perf_counter() - started:.1f} s")
+                started = time.perf_counter()
+                cpu = time.process_time()
+                done = await frontier.reallocate(force=True)
+                print(
+                    f"reallocation of {len(done)} domain of {skus:,} SKUs "
+                    f"({'Redis' if redis_url else 'SQLite'}): "
+                    f"{time.perf_counter() - started:.2f} s wall, "
+                    f"{time.process_time() - cpu:.2f} s CPU of this process"
+                )
+            finally:
+                if redis_url:
+                    await frontier.purge_domain("shop.test")
+                await frontier.close()
+
+    asyncio.run(run())
+
+
 # -- a real crawl of the Poisson sandbox ---------------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -494,7 +565,12 @@ def main() -> None:
     parser.add_argument("--crawl-skus", type=int, default=200)
     parser.add_argument("--crawl-hours", type=float, default=12.0)
     parser.add_argument("--speed", type=float, default=240.0, help="simulated s per real s")
+    parser.add_argument("--reallocation", type=int, metavar="SKUS", help="time a reallocation")
+    parser.add_argument("--redis", metavar="URL", help="--reallocation on this Redis")
     args = parser.parse_args()
+    if args.reallocation:
+        reallocation(args.reallocation, args.redis)
+        return
     if args.crawl:
         crawl(args.crawl_skus, args.crawl_hours, args.speed, args.seed)
         return

@@ -8,6 +8,7 @@ a crash at any moment loses no SKU: an unacknowledged lease expires and is reape
 from __future__ import annotations
 
 import abc
+import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -388,9 +389,9 @@ class Frontier(abc.ABC):
             gain = max(last.gain, alloc.MIN_GAIN)
             if last.at > 0 and last.mu > 0:
                 gain = alloc.next_gain(gain, per_hour, last.claimed - last.mark, now - last.at)
-            hist = alloc.Histogram()
-            for row in await self.rate_rows(domain):
-                hist.add(alloc.rate(belief, row.state), row.importance)
+            rows = await self.rate_rows(domain)
+            # ~5 µs a SKU: off the event loop (a crawl's reactor keeps running).
+            hist = await asyncio.to_thread(alloc.histogram, rows, belief)
             mu = alloc.solve(
                 hist, per_hour * gain / alloc.HOUR, policy.min_interval, policy.max_interval
             )

@@ -49,12 +49,21 @@ import math
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 HOUR = 3600.0
 DAY = 86400.0
 BINS_PER_E = 8  # histogram bins per factor e of λ / w: ~13 % wide
 _MU_NONE = 0.0  # stored when a domain has no allocation yet: plan with the prior's μ
+
+
+class _RateRowLike(Protocol):
+    @property
+    def rate_changes(self) -> float: ...
+    @property
+    def rate_exposure(self) -> float: ...
+    @property
+    def importance(self) -> float: ...
 
 
 class RateState(NamedTuple):
@@ -200,6 +209,16 @@ class Histogram:
             interval = planned_interval(lam, lam / x, mu, lo, hi)
             total += count / interval
         return total
+
+
+def histogram(rows: Iterable[_RateRowLike], prior: RatePrior) -> Histogram:
+    """The histogram of a domain's entries (anything with ``rate_changes``,
+    ``rate_exposure`` and ``importance``), their rates estimated under ``prior``."""
+    hist = Histogram()
+    for row in rows:
+        state = RateState(row.rate_changes, row.rate_exposure)
+        hist.add(rate(prior, state), row.importance)
+    return hist
 
 
 def solve(hist: Histogram, budget: float, lo: float, hi: float) -> float:
