@@ -131,6 +131,8 @@ CRAWL = [
     "-s", "AUTOTHROTTLE_ENABLED=False",
     "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=2",
     "-s", "PRICEWATCH_DRIFT_MIN_SAMPLE=10",
+    # Below the default 0.5, so the alarm fires however late in the crawl the switch lands.
+    "-s", "PRICEWATCH_DRIFT_NO_PRICE_RATE=0.3",
 ]  # fmt: skip
 
 
