@@ -452,7 +452,8 @@ def test_cli_shuts_down_cleanly(sig: signal.Signals) -> None:
 
 
 def test_cli_shuts_down_promptly_with_requests_in_flight() -> None:
-    proc = SandboxProcess(["--shops", "3", "--products", "3", "--mode", "slow:delay=30"])
+    delay = 30  # what a shutdown that waited for the requests in flight would take
+    proc = SandboxProcess(["--shops", "3", "--products", "3", "--mode", f"slow:delay={delay}"])
     results: list[BaseException | int] = []
 
     def fetch(url: str) -> None:
@@ -472,7 +473,8 @@ def test_cli_shuts_down_promptly_with_requests_in_flight() -> None:
             time.sleep(0.05)
         started = time.monotonic()
         code = proc.stop()
-        assert time.monotonic() - started < 3
+        # Well under the delay, with room for a loaded machine (3 s were exceeded once).
+        assert time.monotonic() - started < delay / 3
     finally:
         proc.stop()
         for t in threads:
