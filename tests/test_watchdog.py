@@ -40,17 +40,20 @@ def test_a_blocking_pipeline_is_named_in_a_warning(sandbox: Any, tmp_path: Path)
         "-s", "DOWNLOAD_DELAY=0",
         "-s", "AUTOTHROTTLE_ENABLED=False",
         "-s", f"ITEM_PIPELINES={json.dumps(PIPELINES)}",
-        "-s", "PRICEWATCH_WATCHDOG_THRESHOLD=0.3",
+        "-s", "PRICEWATCH_WATCHDOG_THRESHOLD=0.6",
+        # Every stall logged: on a loaded machine the loop may also stall by itself, and a
+        # rate limit could then keep the blocking call's warning out.
+        "-s", "PRICEWATCH_WATCHDOG_LOG_INTERVAL=0",
         env=env,
         timeout=90,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     warnings = [line for line in proc.stderr.splitlines() if "WARNING: Event loop blocked" in line]
-    assert len(warnings) == 1, proc.stderr[-3000:]  # one stall, one warning
-    assert "running look_up_competitor_price_synchronously (" in warnings[0]
-    assert "tests/blocking.py:" in warnings[0]
+    named = [w for w in warnings if "running look_up_competitor_price_synchronously (" in w]
+    assert len(named) == 1, proc.stderr[-3000:]  # one stall of it, one warning
+    assert "tests/blocking.py:" in named[0]
     # The stack follows the headline: the pipeline's frame calls the blocking function.
-    tail = proc.stderr.split(warnings[0], 1)[1]
+    tail = proc.stderr.split(named[0], 1)[1]
     assert "in process_item" in tail
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["pricewatch/outcome/ok"] == 6
