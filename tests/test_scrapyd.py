@@ -128,8 +128,10 @@ class Scrapyd:
         return data
 
     def post(self, path: str, fields: list[tuple[str, str]]) -> dict[str, Any]:
+        # schedule.json may first list the egg's spiders in a subprocess (importing Scrapy
+        # and the project): seconds of CPU, which took over 10 s on a loaded machine.
         body = urllib.parse.urlencode(fields).encode()
-        with urllib.request.urlopen(self.url + path, data=body, timeout=10) as response:
+        with urllib.request.urlopen(self.url + path, data=body, timeout=60) as response:
             data: dict[str, Any] = json.load(response)
         return data
 
