@@ -250,7 +250,7 @@ class AuditTrail:
     def from_crawler(cls, crawler: Crawler) -> AuditTrail:
         trail = cls.of(crawler)
         if not trail.enabled:
-            raise NotConfigured("PRICEWATCH_AUDIT_FILE is empty")
+            raise NotConfigured  # PRICEWATCH_AUDIT_FILE is empty (the default): no warning
         return trail
 
     # -- recording (on the event loop; cheap: one tuple per decision) ----------------------
@@ -394,7 +394,7 @@ class AuditMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.trail = AuditTrail.of(crawler)
         if not self.trail.enabled:
-            raise NotConfigured("PRICEWATCH_AUDIT_FILE is empty")
+            raise NotConfigured  # PRICEWATCH_AUDIT_FILE is empty (the default): no warning
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> AuditMiddleware:

@@ -273,7 +273,7 @@ class DriftMonitor:
     def from_crawler(cls, crawler: Crawler) -> DriftMonitor:
         monitor = cls.of(crawler)
         if monitor.config is None:
-            raise NotConfigured("PRICEWATCH_DRIFT_ENABLED is off")
+            raise NotConfigured  # PRICEWATCH_DRIFT_ENABLED is off: an operator's choice
         return monitor
 
     def completed(self, completions: Sequence[Completion]) -> None:

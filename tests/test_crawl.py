@@ -175,13 +175,15 @@ def test_refuses_a_reactor_other_than_asyncio(tmp_path: Path) -> None:
     assert "EPollReactor is installed" in proc.stderr
 
 
-def test_logs_the_reactor_in_use(tmp_path: Path) -> None:
+def test_logs_the_reactor_in_use_and_no_warning_for_default_settings(tmp_path: Path) -> None:
     proc = scrapy(tmp_path, "crawl", "products")
     assert proc.returncode == 0, proc.stderr
     assert (
         "Twisted reactor in use: twisted.internet.asyncioreactor.AsyncioSelectorReactor"
         in proc.stderr
     )
+    # Components that are off by default (sessions, audit trail...) say nothing about it.
+    assert " WARNING: " not in proc.stderr, proc.stderr[-3000:]
 
 
 @pytest.mark.parametrize(

@@ -281,7 +281,7 @@ class SessionMiddleware:
         settings = crawler.settings
         config = SessionConfig.from_settings(settings)
         if not config.pools:
-            raise NotConfigured("no PRICEWATCH_PROXIES")
+            raise NotConfigured  # no PRICEWATCH_PROXIES: the default, so not a warning
         self.crawler = crawler
         self.config = config
         assert crawler.stats is not None
