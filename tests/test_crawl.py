@@ -183,7 +183,7 @@ def test_logs_the_reactor_in_use_and_no_warning_for_default_settings(tmp_path: P
         in proc.stderr
     )
     # Components that are off by default (sessions, audit trail...) say nothing about it.
-    assert " WARNING: " not in proc.stderr, proc.stderr[-3000:]
+    assert "WARNING: Disabled" not in proc.stderr, proc.stderr[-3000:]
 
 
 @pytest.mark.parametrize(
