@@ -181,12 +181,9 @@ def test_429_storm_trips_one_breaker_and_spares_the_other_shops(
     assert opened_at is not None, "the storm never reached the breaker threshold"
 
     # Tripped within the threshold: at most THRESHOLD 429s, plus the requests already in
-    # flight to that shop when the threshold-th one arrived, reached the shop; and those the
-    # breaker left to the adaptive limit (the rest of a burst it had already answered).
+    # flight to that shop when the threshold-th one arrived, reached the shop.
     storm = storm_shop.host_stats(stormy)
-    absorbed = stats["storm"].get("pricewatch/breaker/absorbed", 0)
-    assert THRESHOLD <= storm["status"]["429"] <= THRESHOLD + PER_DOMAIN - 1 + absorbed
-    assert absorbed <= PER_DOMAIN
+    assert THRESHOLD <= storm["status"]["429"] <= THRESHOLD + PER_DOMAIN - 1
     assert stats["storm"]["pricewatch/breaker/opened"] == 1
     assert stats["storm"]["pricewatch/breaker/half_open"] >= 1
     assert stats["storm"]["pricewatch/breaker/closed"] == 1

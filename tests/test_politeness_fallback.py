@@ -237,6 +237,9 @@ FALLBACK_SETTINGS: dict[str, Any] = {
     "PRICEWATCH_BREAKER_COOLDOWN_FACTOR": 1.0,
     "PRICEWATCH_BREAKER_MAX_COOLDOWN": 1.0,
     "PRICEWATCH_FALLBACK_AFTER": 0.5,
+    # The official source here is on the blocked pages' host, so in their download slot: the
+    # adaptive limit's delay for a host answering challenge pages (up to 30 s) paces it too.
+    "PRICEWATCH_LIMIT_MAX_DELAY": 1.0,
 }
 
 

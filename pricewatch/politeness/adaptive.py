@@ -19,9 +19,8 @@ above ``PRICEWATCH_LIMIT_LATENCY_FACTOR`` times its usual latency (and
 answer below 400, and 404/410. Each request carries the generation of its domain's limit
 when it was sent (``Request.meta["pricewatch_limit_generation"]``): pushback to a request
 sent before the last decrease, or of a generation whose pushback was already reported,
-changes nothing, and the circuit breaker does not count it as a block either
-(:meth:`AdaptiveLimitMiddleware.handled`): a burst of 429s answering one burst of requests
-is one signal.
+changes nothing: a burst of 429s answering one burst of requests is one signal. The
+circuit breaker still counts every block: it stays the last resort for blocks that persist.
 
 Hosts whose ``DOWNLOAD_SLOTS`` entry sets a ``concurrency`` keep it: not watched, not changed.
 
@@ -201,13 +200,6 @@ class AdaptiveLimitMiddleware:
             report = self.reports[domain] = Report()
             self._start()
         return report
-
-    def handled(self, request: Request) -> bool:
-        """Whether pushback to ``request`` is the rest of a burst the limit already
-        answered (sent before the last decrease, or after a pushback of its generation was
-        reported): the circuit breaker does not count such blocks."""
-        generation = request.meta.get(LIMIT_GENERATION_META)
-        return generation is not None and self._stale(request_domain(request), generation)
 
     def _stale(self, domain: str, generation: int) -> bool:
         state = self.states.get(domain)

@@ -34,13 +34,8 @@ Settings (defaults and when to change them: ``pricewatch/settings.py``):
 
 Request.meta: ``dont_break_circuit`` (True: neither gated nor counted).
 
-While the circuit is closed, a block the adaptive limit already answered (the rest of a
-burst of 429s to requests sent before it lowered the domain's limit, see
-:mod:`pricewatch.politeness.adaptive`) is not counted: the limit acts first, the breaker is
-the last resort for blocks that persist.
-
-Stats: ``pricewatch/breaker/absorbed``, ``pricewatch/breaker/opened``,
-``pricewatch/breaker/half_open``, ``pricewatch/breaker/closed``, ``pricewatch/breaker/deferred``,
+Stats: ``pricewatch/breaker/opened``, ``pricewatch/breaker/half_open``,
+``pricewatch/breaker/closed``, ``pricewatch/breaker/deferred``,
 ``pricewatch/breaker/blocks``, ``pricewatch/breaker/pause_failed``,
 ``pricewatch/challenge/detected``.
 """
@@ -79,7 +74,6 @@ if TYPE_CHECKING:
     from scrapy.http import Request, Response
     from scrapy.settings import BaseSettings
 
-    from pricewatch.politeness.adaptive import AdaptiveLimitMiddleware
     from pricewatch.politeness.fallback import OfficialSourceMiddleware
 
 logger = logging.getLogger(__name__)
@@ -205,8 +199,6 @@ class CircuitBreakerMiddleware:
         self._tasks: set[asyncio.Task[None]] = set()
         self._fallback: OfficialSourceMiddleware | None = None
         self._fallback_found = False
-        self._limiter: AdaptiveLimitMiddleware | None = None
-        self._limiter_found = False
         self.clock = time.monotonic
         crawler.signals.connect(self.response_downloaded, signal=signals.response_downloaded)
 
@@ -362,19 +354,6 @@ class CircuitBreakerMiddleware:
             self._fallback_found = True
         return self._fallback
 
-    def limiter(self) -> AdaptiveLimitMiddleware | None:
-        """The crawl's adaptive limit, None when it is off (or no engine runs)."""
-        if not self._limiter_found:
-            # Imported here: the adaptive limit builds on this module.
-            from pricewatch.politeness.adaptive import AdaptiveLimitMiddleware
-
-            try:
-                self._limiter = self.crawler.get_downloader_middleware(AdaptiveLimitMiddleware)
-            except RuntimeError:  # no engine: the middleware used on its own
-                self._limiter = None
-            self._limiter_found = True
-        return self._limiter
-
     def _defer(self, request: Request, domain: str, retry_after: float, why: str) -> NoReturn:
         self.stats.inc_value("pricewatch/breaker/deferred")
         AuditTrail.of(self.crawler).decision(
@@ -384,13 +363,8 @@ class CircuitBreakerMiddleware:
 
     def _record_block(self, request: Request, domain: str, hint: float | None) -> float | None:
         """Count one block; the seconds to pause the domain for, if it must be paused."""
-        circuit = self.circuit(domain)
-        limiter = self.limiter() if circuit.state is State.CLOSED else None
-        if limiter is not None and limiter.handled(request):
-            # The rest of a burst the adaptive limit already lowered the domain for.
-            self.stats.inc_value("pricewatch/breaker/absorbed")
-            return None
         self.stats.inc_value("pricewatch/breaker/blocks")
+        circuit = self.circuit(domain)
         now = self.clock()
         if circuit.state is State.HALF_OPEN:
             if is_probe(request, circuit):
