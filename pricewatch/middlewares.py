@@ -23,6 +23,11 @@ Downloader middlewares (a request goes down the orders, its response comes back 
   circuit breaker shared through the frontier, and challenge-page detection; it sits
   below HTTP decompression (590), so it sees every response decompressed, and above the
   retry, so a block is counted before a retry is decided.
+- 580 ``AdaptiveLimitMiddleware`` (:mod:`pricewatch.politeness.adaptive`): each
+  domain's concurrency and delay follow its own answers (additive increase while healthy,
+  halved on 429/503, challenge pages, timeouts or a latency rise), shared through the
+  frontier; above the breaker, so pushback lowers the limit before the breaker pauses the
+  shop.
 - 585 ``SessionMiddleware`` (:mod:`pricewatch.sessions`), only with ``PRICEWATCH_PROXIES``:
   gives each request its domain's session (a proxy, a cookie jar, a user agent) through
   Scrapy's own ``proxy`` and ``cookiejar`` meta keys, retires blocked and worn-out
@@ -58,6 +63,7 @@ from __future__ import annotations
 from pricewatch.audit import AuditMiddleware
 from pricewatch.destinations import DestinationMiddleware
 from pricewatch.leaseguard import LeaseArrivalMiddleware, LeaseDepartureMiddleware
+from pricewatch.politeness.adaptive import AdaptiveLimitMiddleware
 from pricewatch.politeness.backoff import BackoffRetryMiddleware
 from pricewatch.politeness.breaker import CircuitBreakerMiddleware
 from pricewatch.politeness.fallback import OfficialCrossCheckMiddleware, OfficialSourceMiddleware
@@ -65,6 +71,7 @@ from pricewatch.robotstxt import RobotsTxtMiddleware
 from pricewatch.sessions import SessionMiddleware
 
 __all__ = [
+    "AdaptiveLimitMiddleware",
     "AuditMiddleware",
     "BackoffRetryMiddleware",
     "CircuitBreakerMiddleware",
