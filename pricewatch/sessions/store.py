@@ -32,7 +32,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from pricewatch import settings as defaults
-from pricewatch._urls import mask_password, scheme, sqlite_path, url_problem
+from pricewatch._redis import redis_client
+from pricewatch._urls import mask_password, scheme, sqlite_path
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -407,23 +408,10 @@ class RedisSessionStore(SessionStore):
         self._client: Any = None
 
     async def open(self) -> None:
-        import redis.asyncio as aioredis
-
         if self._client is None:
-            problem = url_problem(self._redis_url)
-            try:
-                if problem:
-                    raise ValueError(problem)
-                self._client = aioredis.from_url(
-                    self._redis_url,
-                    socket_timeout=self._timeout,
-                    socket_connect_timeout=self._timeout,
-                    decode_responses=True,
-                )
-            except ValueError:  # its message may quote pieces of the password
-                raise SessionStoreUnavailable(
-                    f"invalid Redis URL {mask_password(self.url)}: {problem or 'cannot be parsed'}"
-                ) from None
+            self._client = redis_client(
+                self._redis_url, self.url, self._timeout, SessionStoreUnavailable
+            )
 
     async def close(self) -> None:
         client, self._client = self._client, None
