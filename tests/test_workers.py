@@ -128,7 +128,9 @@ def test_worker_killed_midway_loses_no_sku(
     )
     seed_all(tmp_path, env, urls)
     shop.reset_stats()
-    lease = ["-s", "PRICEWATCH_FRONTIER_LEASE_TTL=3"]
+    # Short enough that the killed worker's leases expire soon, long enough that a live
+    # worker's lease outlasts its wait for the domain's (adaptive) limit on a busy machine.
+    lease = ["-s", "PRICEWATCH_FRONTIER_LEASE_TTL=8"]
     workers = [start_worker(tmp_path, env, n, *lease) for n in range(WORKERS)]
     deadline = time.monotonic() + 60
     while sum(product_fetches(shop).values()) < 10 and time.monotonic() < deadline:
@@ -138,7 +140,7 @@ def test_worker_killed_midway_loses_no_sku(
     for worker in workers[1:]:
         _, err = worker.communicate(timeout=120)
         assert worker.returncode == 0, err[-3000:]
-    time.sleep(3.5)  # the killed worker's leases expire
+    time.sleep(8.5)  # the killed worker's leases expire
     final = start_worker(tmp_path, env, 9, *lease)
     _, err = final.communicate(timeout=120)
     assert final.returncode == 0, err[-3000:]
