@@ -22,6 +22,7 @@ from pricewatch.frontier import Entry, Lease
 from pricewatch.leases import CrawlResources
 from pricewatch.meta import BREAKER_PROBE_META as PROBE_META
 from pricewatch.politeness.breaker import CircuitBreakerMiddleware, State
+from pricewatch.politeness.challenge import ChallengeDetector
 
 from .fixtures.redis import MakeFrontier
 from .helpers import project_settings
@@ -521,3 +522,27 @@ async def test_blocks_count_when_downloaded_so_the_gate_closes_before_process_re
     frontier = await CrawlResources.of(mw.crawler).frontier()
     await frontier.add([Entry(f"http://{SHOP}/p/77")])
     assert await frontier.claim(5) == []
+
+
+def test_one_detector_per_crawler_scans_a_response_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The adaptive limit, the breaker and the sessions middleware read one detector: a
+    response is searched once, however many of them ask; the next response is searched."""
+    crawler = get_crawler(settings_dict=project_settings())
+    detector = ChallengeDetector.for_crawler(crawler)
+    assert ChallengeDetector.for_crawler(crawler) is detector
+    other = get_crawler(settings_dict=project_settings())
+    assert ChallengeDetector.for_crawler(other) is not detector
+    scans: list[Response] = []
+    scan = ChallengeDetector._scan
+
+    def counted(self: ChallengeDetector, response: Response) -> str | None:
+        scans.append(response)
+        return scan(self, response)
+
+    monkeypatch.setattr(ChallengeDetector, "_scan", counted)
+    wall, page = req(), req(path="/p/2")
+    wall_response, page_response = resp(wall, 200, CHALLENGE), resp(page)
+    assert detector.match(wall_response) == detector.match(wall_response) == "g-recaptcha"
+    assert detector.match(page_response) is None
+    assert detector.match(page_response) is None
+    assert scans == [wall_response, page_response]

@@ -98,7 +98,7 @@ class AdaptiveLimitMiddleware:
         self.config = LimitConfig.from_settings(settings)
         if not self.config.enabled:
             raise NotConfigured
-        self.challenges = ChallengeDetector.from_settings(settings)
+        self.challenges = ChallengeDetector.for_crawler(crawler)
         self.fixed = {
             key
             for key, slot in settings.getdict("DOWNLOAD_SLOTS").items()

@@ -191,7 +191,7 @@ class CircuitBreakerMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.config = BreakerConfig.from_settings(crawler.settings)
-        self.challenges = ChallengeDetector.from_settings(crawler.settings)
+        self.challenges = ChallengeDetector.for_crawler(crawler)
         assert crawler.stats is not None
         self.stats = crawler.stats
         self.circuits: dict[str, Circuit] = {}

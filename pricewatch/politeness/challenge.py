@@ -10,20 +10,31 @@ Settings (defaults: ``pricewatch/settings.py``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
 from scrapy.http import TextResponse
 
 if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.settings import BaseSettings
 
 
-@dataclass(frozen=True, slots=True)
 class ChallengeDetector:
-    markers: tuple[bytes, ...]
-    scan_bytes: int
+    """Decides whether a response is a challenge page.
+
+    The middlewares that read it (adaptive limit, breaker, sessions) share one per crawler
+    (``for_crawler``) and see the same response one after the other, so it remembers the
+    answer for the last response: a page is scanned once, not once per middleware.
+    """
+
+    __slots__ = ("_last", "markers", "scan_bytes")
+
+    def __init__(self, markers: tuple[bytes, ...], scan_bytes: int) -> None:
+        self.markers = markers
+        self.scan_bytes = scan_bytes
+        self._last: tuple[Response, str | None] | None = None
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> ChallengeDetector:
@@ -40,8 +51,24 @@ class ChallengeDetector:
             raise ValueError(f"PRICEWATCH_CHALLENGE_SCAN_BYTES must be >= 1, got {scan_bytes}")
         return cls(tuple(markers), scan_bytes)
 
+    @classmethod
+    def for_crawler(cls, crawler: Crawler) -> ChallengeDetector:
+        """The crawler's one detector, built from its settings on first use."""
+        detector = _DETECTORS.get(crawler)
+        if detector is None:
+            detector = _DETECTORS[crawler] = cls.from_settings(crawler.settings)
+        return detector
+
     def match(self, response: Response) -> str | None:
         """The marker a challenge page contains, None for any other response."""
+        last = self._last
+        if last is not None and last[0] is response:
+            return last[1]
+        found = self._scan(response)
+        self._last = (response, found)
+        return found
+
+    def _scan(self, response: Response) -> str | None:
         if not self.markers or not isinstance(response, TextResponse):
             return None
         head = response.body[: self.scan_bytes].lower()
@@ -49,3 +76,6 @@ class ChallengeDetector:
             if marker in head:
                 return marker.decode("utf-8")
         return None
+
+
+_DETECTORS: WeakKeyDictionary[Crawler, ChallengeDetector] = WeakKeyDictionary()

@@ -286,7 +286,7 @@ class SessionMiddleware:
         self.config = config
         assert crawler.stats is not None
         self.stats = crawler.stats
-        self.challenges = ChallengeDetector.from_settings(settings)
+        self.challenges = ChallengeDetector.for_crawler(crawler)
         self.store: SessionStore = session_store_from_settings(settings)
         self.domains: dict[str, DomainState] = {}
         self.by_id: dict[str, Session] = {}
