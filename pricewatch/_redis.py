@@ -4,9 +4,12 @@ with its password masked, never the client library's message (which may quote it
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pricewatch._urls import mask_password, url_problem
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
 
 
 def redis_client(redis_url: str, shown_url: str, timeout: float, error: type[Exception]) -> Any:
@@ -29,3 +32,11 @@ def redis_client(redis_url: str, shown_url: str, timeout: float, error: type[Exc
         raise error(
             f"invalid Redis URL {mask_password(shown_url)}: {problem or 'cannot be parsed'}"
         ) from None
+
+
+def redis_options(settings: BaseSettings) -> dict[str, Any]:
+    """The frontier's namespace and timeout, which the stores kept beside it on Redis share."""
+    return {
+        "namespace": settings["PRICEWATCH_FRONTIER_REDIS_NAMESPACE"],
+        "timeout": settings.getfloat("PRICEWATCH_FRONTIER_REDIS_TIMEOUT"),
+    }

@@ -85,6 +85,20 @@ def scheme(url: str) -> str:
     return urlsplit(url).scheme.lower()
 
 
+def frontier_backend(url: str) -> str:
+    """``"sqlite"`` or ``"redis"``: the backend ``PRICEWATCH_FRONTIER_URL`` names, which the
+    frontier and every store kept beside it (listings, limits, sessions, learned browser
+    domains, drift state) share; ValueError naming the URL, its password masked, otherwise."""
+    kind = scheme(url)
+    if kind == "sqlite":
+        return "sqlite"
+    if kind in ("redis", "rediss", "unix"):
+        return "redis"
+    raise ValueError(
+        f"PRICEWATCH_FRONTIER_URL must be sqlite:///… or redis://…, got {mask_password(url)!r}"
+    )
+
+
 def _domain_name(name: str) -> str:
     return name.strip().lower().rstrip(".")
 

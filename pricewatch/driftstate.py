@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pricewatch._redis import redis_client
-from pricewatch._urls import mask_password, scheme, sqlite_path
+from pricewatch._redis import redis_client, redis_options
+from pricewatch._urls import frontier_backend, mask_password, sqlite_path
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -190,15 +190,6 @@ def _decode(field: str, value: str) -> DriftAlarm | None:
 def drift_states_from_settings(settings: BaseSettings) -> DriftStates:
     """The drift alarms beside the frontier named by ``PRICEWATCH_FRONTIER_URL``."""
     url = settings["PRICEWATCH_FRONTIER_URL"]
-    kind = scheme(url)
-    if kind == "sqlite":
+    if frontier_backend(url) == "sqlite":
         return SQLiteDriftStates(url)
-    if kind in ("redis", "rediss", "unix"):
-        return RedisDriftStates(
-            url,
-            namespace=settings["PRICEWATCH_FRONTIER_REDIS_NAMESPACE"],
-            timeout=settings.getfloat("PRICEWATCH_FRONTIER_REDIS_TIMEOUT"),
-        )
-    raise ValueError(
-        f"PRICEWATCH_FRONTIER_URL must be sqlite:///… or redis://…, got {mask_password(url)!r}"
-    )
+    return RedisDriftStates(url, **redis_options(settings))

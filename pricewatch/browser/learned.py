@@ -22,8 +22,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pricewatch import settings as defaults
-from pricewatch._redis import redis_client
-from pricewatch._urls import mask_password, scheme, sqlite_path
+from pricewatch._redis import redis_client, redis_options
+from pricewatch._urls import frontier_backend, mask_password, sqlite_path
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -165,15 +165,6 @@ class RedisBrowserDomains(BrowserDomains):
 def browser_domains_from_settings(settings: BaseSettings) -> BrowserDomains:
     """The learned-routes store beside the frontier named by ``PRICEWATCH_FRONTIER_URL``."""
     url = settings["PRICEWATCH_FRONTIER_URL"]
-    kind = scheme(url)
-    if kind == "sqlite":
+    if frontier_backend(url) == "sqlite":
         return SQLiteBrowserDomains(url)
-    if kind in ("redis", "rediss", "unix"):
-        return RedisBrowserDomains(
-            url,
-            namespace=settings["PRICEWATCH_FRONTIER_REDIS_NAMESPACE"],
-            timeout=settings.getfloat("PRICEWATCH_FRONTIER_REDIS_TIMEOUT"),
-        )
-    raise ValueError(
-        f"PRICEWATCH_FRONTIER_URL must be sqlite:///… or redis://…, got {mask_password(url)!r}"
-    )
+    return RedisBrowserDomains(url, **redis_options(settings))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from pricewatch._urls import mask_password, scheme
+from pricewatch._urls import frontier_backend
 from pricewatch.frontier.base import (
     STATS,
     Completion,
@@ -164,18 +164,13 @@ def frontier_from_url(
 ) -> Frontier:
     """Build (not open) the frontier at ``url`` (``sqlite:///…`` or ``redis://…``)."""
     policy = policy or SchedulePolicy()
-    kind = scheme(url)
-    if kind == "sqlite":
+    if frontier_backend(url) == "sqlite":
         from pricewatch.frontier.sqlite import SQLiteFrontier
 
         return SQLiteFrontier(url, policy)
-    if kind in ("redis", "rediss", "unix"):
-        from pricewatch.frontier.redis import RedisFrontier
+    from pricewatch.frontier.redis import RedisFrontier
 
-        return RedisFrontier(url, policy, settings=settings)
-    raise ValueError(
-        f"PRICEWATCH_FRONTIER_URL must be sqlite:///… or redis://…, got {mask_password(url)!r}"
-    )
+    return RedisFrontier(url, policy, settings=settings)
 
 
 def frontier_from_settings(settings: BaseSettings) -> Frontier:

@@ -16,7 +16,7 @@ import abc
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from pricewatch._urls import mask_password, scheme
+from pricewatch._urls import frontier_backend
 from pricewatch.listings.model import Listing, ListingInfo, ListingLease, Traversal
 
 if TYPE_CHECKING:
@@ -87,18 +87,13 @@ class ListingStore(abc.ABC):
 
 def listing_store_from_url(url: str, settings: BaseSettings | None = None) -> ListingStore:
     """Build (not open) the listing store of the frontier at ``url``."""
-    kind = scheme(url)
-    if kind == "sqlite":
+    if frontier_backend(url) == "sqlite":
         from pricewatch.listings.sqlite import SQLiteListingStore
 
         return SQLiteListingStore(url)
-    if kind in ("redis", "rediss", "unix"):
-        from pricewatch.listings.redis import RedisListingStore
+    from pricewatch.listings.redis import RedisListingStore
 
-        return RedisListingStore(url, settings=settings)
-    raise ValueError(
-        f"PRICEWATCH_FRONTIER_URL must be sqlite:///… or redis://…, got {mask_password(url)!r}"
-    )
+    return RedisListingStore(url, settings=settings)
 
 
 def listing_store_from_settings(settings: BaseSettings) -> ListingStore:

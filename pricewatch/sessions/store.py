@@ -32,8 +32,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from pricewatch import settings as defaults
-from pricewatch._redis import redis_client
-from pricewatch._urls import mask_password, scheme, sqlite_path
+from pricewatch._redis import redis_client, redis_options
+from pricewatch._urls import frontier_backend, mask_password, sqlite_path
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -597,19 +597,9 @@ def session_store_from_settings(settings: BaseSettings) -> SessionStore:
     """The session store beside the frontier named by ``PRICEWATCH_FRONTIER_URL``."""
     url = settings["PRICEWATCH_FRONTIER_URL"]
     ttl = settings.getfloat("PRICEWATCH_SESSION_TTL")
-    kind = scheme(url)
-    if kind == "sqlite":
+    if frontier_backend(url) == "sqlite":
         return SQLiteSessionStore(url, ttl=ttl)
-    if kind in ("redis", "rediss", "unix"):
-        return RedisSessionStore(
-            url,
-            namespace=settings["PRICEWATCH_FRONTIER_REDIS_NAMESPACE"],
-            timeout=settings.getfloat("PRICEWATCH_FRONTIER_REDIS_TIMEOUT"),
-            ttl=ttl,
-        )
-    raise ValueError(
-        f"PRICEWATCH_FRONTIER_URL must be sqlite:///… or redis://…, got {mask_password(url)!r}"
-    )
+    return RedisSessionStore(url, ttl=ttl, **redis_options(settings))
 
 
 __all__ = [
