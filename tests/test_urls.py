@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pricewatch._urls import host_matches, matching_domain, parent_domains
+from pricewatch._urls import frontier_backend, host_matches, matching_domain, parent_domains
 
 
 @pytest.mark.parametrize(
@@ -40,3 +40,26 @@ def test_matching_domain_picks_the_most_specific_entry_host_matches_agrees() -> 
     for host in ("www.eu.shop.example", "www.shop.example", "myshop.example", "x.other.example"):
         found = matching_domain(host, domains)
         assert (found is not None) == any(host_matches(host, d) for d in domains)
+
+
+@pytest.mark.parametrize(
+    ("url", "backend"),
+    [
+        ("sqlite:///var/lib/pricewatch.db", "sqlite"),
+        ("SQLite:///pricewatch.db", "sqlite"),
+        ("redis://127.0.0.1:6379/0", "redis"),
+        ("rediss://:pw@cache.example:6380/1", "redis"),
+        ("unix:///run/redis.sock?db=2", "redis"),
+    ],
+)
+def test_frontier_backend_names_the_backend_of_the_frontier_url(url: str, backend: str) -> None:
+    assert frontier_backend(url) == backend
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql://u:s3cret@db/x", "ftp://u:s3cret@host/", "redis-host:6379", ""]
+)
+def test_frontier_backend_refuses_other_urls_without_their_password(url: str) -> None:
+    with pytest.raises(ValueError, match="must be sqlite:///… or redis://…") as refused:
+        frontier_backend(url)
+    assert "s3cret" not in str(refused.value)
