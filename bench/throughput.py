@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/throughput.py            # full size (~5 minutes on a quiet machine)
     .venv/bin/python bench/throughput.py --quick    # a smoke run (seconds)
+    .venv/bin/python bench/throughput.py --rounds 3 --skip-latency   # medians of 3 rounds
 
 Every figure is measured in this run, so the ratios hold however loaded the machine is.
 
@@ -10,9 +11,13 @@ Every figure is measured in this run, so the ratios hold however loaded the mach
    products`` with pricewatch's default ``PRICEWATCH_*`` settings, both with
    ``CONCURRENT_REQUESTS=64``, ``CONCURRENT_REQUESTS_PER_DOMAIN=64``, ``DOWNLOAD_DELAY=0``
    and AutoThrottle off; pricewatch on the embedded default (SQLite) and on Redis +
-   PostgreSQL (``--redis``, ``--postgres``; ``--no-servers`` skips them). The bare spider
-   runs before and after the pricewatch crawls; the ratio uses their mean. Rates are items
-   (stored SKUs) over Scrapy's own ``elapsed_time_seconds`` (open to close of the spider).
+   PostgreSQL (``--redis``, ``--postgres``; ``--no-servers`` skips them). ``--rounds N``
+   repeats the sequence (bare, SQLite, SQLite with the audit trail, Redis + PostgreSQL) N
+   times and runs the bare spider once more at the end; every ratio is of the medians of
+   the runs of each kind (with one round, the bare figure is the mean of its two runs). On a
+   2-core machine one crawl's CPU per item moves by up to a third between two identical
+   runs, so a single round can land either side of a threshold. Rates are items (stored
+   SKUs) over Scrapy's own ``elapsed_time_seconds`` (open to close of the spider).
 2. ``--hosts`` hosts with ``--latency`` ms per request and pricewatch's default politeness
    settings: the pace at which requests reached the shops (per host, requests after the
    first over the time between the first and the last, summed), as a fraction of the
@@ -30,6 +35,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -284,41 +290,44 @@ def zero_latency(args: argparse.Namespace) -> list[Run]:
             + ", ".join(f"{k}={v}" for k, v in SAME.items()),
             flush=True,
         )
-        runs = [bare_run(urls, "bare Scrapy (before)")]
-        _line(runs[-1])
-        runs.append(pricewatch_run(urls, "pricewatch, SQLite (default)", None, None, {}))
-        _line(runs[-1])
-        # The same crawl writing its audit trail (pricewatch/audit.py), right after it.
-        audited = pricewatch_run(
-            urls,
-            "pricewatch, SQLite + audit trail",
-            None,
-            None,
-            {"PRICEWATCH_AUDIT_FILE": "audit.jsonl"},
-        )
-        runs.append(audited)
-        _line(runs[-1])
-        plain = runs[-2]
-        print(
-            f"AUDIT cost: {audited.rate / plain.rate:.2f} of the rate without it; CPU "
-            f"{audited.cpu_ms_per_item:.2f} vs {plain.cpu_ms_per_item:.2f} ms per stored SKU "
-            f"({(audited.cpu_ms_per_item / plain.cpu_ms_per_item - 1) * 100:+.1f}%); "
-            f"{audited.stats.get('pricewatch/audit/records', 0)} records",
-            flush=True,
-        )
-        if not args.no_servers:
-            runs.append(servers_run(urls, args))
-            _line(runs[-1])
-        runs.append(bare_run(urls, "bare Scrapy (after)"))
-        _line(runs[-1])
+        runs: list[Run] = []
+        for _ in range(args.rounds):
+            runs.append(_shown(bare_run(urls, BARE)))
+            runs.append(_shown(pricewatch_run(urls, SQLITE, None, None, {})))
+            # The same crawl writing its audit trail (pricewatch/audit.py), right after it.
+            extra = {"PRICEWATCH_AUDIT_FILE": "audit.jsonl"}
+            runs.append(_shown(pricewatch_run(urls, AUDITED, None, None, extra)))
+            if not args.no_servers:
+                runs.append(_shown(servers_run(urls, args)))
+        runs.append(_shown(bare_run(urls, BARE)))
     finally:
         sandbox.stop()
-    bare = [r for r in runs if r.label.startswith("bare")]
-    base = sum(r.rate for r in bare) / len(bare)
-    for run in runs:
-        if not run.label.startswith("bare"):
-            print(f"RATIO zero-latency {run.label}: {run.rate / base:.2f} of bare Scrapy")
+    rate = _medians(runs, "rate")
+    cpu = _medians(runs, "cpu_ms_per_item")
+    records = [r.stats.get("pricewatch/audit/records", 0) for r in runs if r.label == AUDITED]
+    print(
+        f"AUDIT cost: {rate[AUDITED] / rate[SQLITE]:.2f} of the rate without it; CPU "
+        f"{cpu[AUDITED]:.2f} vs {cpu[SQLITE]:.2f} ms per stored SKU "
+        f"({(cpu[AUDITED] / cpu[SQLITE] - 1) * 100:+.1f}%); {records[-1]} records",
+        flush=True,
+    )
+    for label in rate:
+        if label != BARE:
+            print(f"RATIO zero-latency {label}: {rate[label] / rate[BARE]:.2f} of bare Scrapy")
     return runs
+
+
+BARE = "bare Scrapy"
+SQLITE = "pricewatch, SQLite (default)"
+AUDITED = "pricewatch, SQLite + audit trail"
+
+
+def _medians(runs: list[Run], attribute: str) -> dict[str, float]:
+    """Per label, the median of ``attribute`` over that label's runs (in first-run order)."""
+    values: dict[str, list[float]] = {}
+    for run in runs:
+        values.setdefault(run.label, []).append(getattr(run, attribute))
+    return {label: statistics.median(found) for label, found in values.items()}
 
 
 def latency_case(args: argparse.Namespace) -> Run:
@@ -379,6 +388,11 @@ def _pace(hosts: dict[str, Any]) -> tuple[float, int]:
     return pace, peak
 
 
+def _shown(run: Run) -> Run:
+    _line(run)
+    return run
+
+
 def _line(run: Run) -> None:
     print(
         f"  {run.label:34s} {run.items:6d} items in {run.elapsed:7.2f} s = {run.rate:7.1f}/s; "
@@ -399,6 +413,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run: tiny sizes")
     parser.add_argument("--skip-latency", action="store_true", help="zero latency only")
     parser.add_argument("--skip-zero", action="store_true", help="the latency case only")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="zero-latency rounds; ratios of medians (1)"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.pages, args.hosts, args.per_host = 60, 3, 4
@@ -406,14 +423,16 @@ def main(argv: list[str] | None = None) -> int:
     runs = [] if args.skip_zero else zero_latency(args)
     if not args.skip_latency:
         runs.append(latency_case(args))
-    bare = [r for r in runs if r.label.startswith("bare")]
-    for run in runs if bare else []:
-        if run.label.startswith("pricewatch"):
-            print(
-                f"CPU {run.label}: {run.cpu_ms_per_item:.2f} ms per stored SKU vs bare "
-                f"{bare[0].cpu_ms_per_item:.2f} ms per page; peak RSS {run.max_rss_mb:.0f} MB "
-                f"vs {max(b.max_rss_mb for b in bare):.0f} MB"
-            )
+    zero = [r for r in runs if r.label != "latency"]
+    if zero:
+        cpu = _medians(zero, "cpu_ms_per_item")
+        peak = {label: max(r.max_rss_mb for r in zero if r.label == label) for label in cpu}
+        for label in cpu:
+            if label != BARE:
+                print(
+                    f"CPU {label}: {cpu[label]:.2f} ms per stored SKU vs bare {cpu[BARE]:.2f} ms "
+                    f"per page; peak RSS {peak[label]:.0f} MB vs {peak[BARE]:.0f} MB"
+                )
     print(f"load average {os.getloadavg()[0]:.1f} at the end", flush=True)
     return 0
 
