@@ -246,6 +246,12 @@ def product_url(url: str, *, max_length: int = 0) -> str:
 _SUFFIXES = TLDExtract(suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True)
 
 
+def is_public_suffix(domain: str) -> bool:
+    """Whether ``domain`` is a public suffix (``co.uk``, ``myshopify.com``), where no site may
+    set a cookie for every site under it; by the bundled list, no network."""
+    return not _SUFFIXES(domain.lower().rstrip(".")).domain
+
+
 @functools.lru_cache(maxsize=65536)
 def site_of(host: str) -> str:
     """The registrable domain of ``host`` (``www.shop.co.uk`` -> ``shop.co.uk``), by the

@@ -37,8 +37,11 @@ Downloader middlewares (a request goes down the orders, its response comes back 
 - 587 ``AuditMiddleware`` (:mod:`pricewatch.audit`), only with ``PRICEWATCH_AUDIT_FILE``:
   records each download error in the audit trail (responses are recorded as they arrive,
   from the ``response_downloaded`` signal, before the breaker counts them).
-- 580-900 Scrapy's meta refresh, decompression, redirects, cookies (700: one jar per
-  session), proxy (750: credentials from the session's proxy URL), stats, cache.
+- 580-900 Scrapy's meta refresh, decompression, redirects, proxy (750: credentials from
+  the session's proxy URL), stats, cache.
+- 700 ``CookiesMiddleware`` (:mod:`pricewatch.cookies`), in place of Scrapy's: one jar per
+  session; whether a cookie's ``Domain`` is a public suffix is decided with the bundled
+  list, never by downloading it on the event loop.
 - Then the download itself: plain HTTP, or the browser (scrapy-playwright's download
   handler) for requests the browser routing marked. Routing is not a middleware: the
   spider asks :class:`~pricewatch.browser.router.BrowserRouter` (an extension that
@@ -61,6 +64,7 @@ Spider middlewares:
 from __future__ import annotations
 
 from pricewatch.audit import AuditMiddleware
+from pricewatch.cookies import CookiesMiddleware
 from pricewatch.destinations import DestinationMiddleware
 from pricewatch.leaseguard import LeaseArrivalMiddleware, LeaseDepartureMiddleware
 from pricewatch.politeness.adaptive import AdaptiveLimitMiddleware
@@ -75,6 +79,7 @@ __all__ = [
     "AuditMiddleware",
     "BackoffRetryMiddleware",
     "CircuitBreakerMiddleware",
+    "CookiesMiddleware",
     "DestinationMiddleware",
     "LeaseArrivalMiddleware",
     "LeaseDepartureMiddleware",

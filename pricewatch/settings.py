@@ -565,6 +565,10 @@ DOWNLOADER_MIDDLEWARES = {
     # Records every response and download error in the audit trail (pricewatch/audit.py),
     # before sessions, the breaker and the retry middleware decide about it.
     "pricewatch.audit.AuditMiddleware": 587,
+    # Scrapy's cookies middleware deciding public suffixes with the bundled list: Scrapy's
+    # downloads that list on the event loop at the first cookie with a Domain attribute.
+    "scrapy.downloadermiddlewares.cookies.CookiesMiddleware": None,
+    "pricewatch.cookies.CookiesMiddleware": 700,
 }
 # Checks a sample of page offers against the domain's official source
 # (pricewatch/politeness/fallback.py).
