@@ -15,11 +15,14 @@ does not validate), and the type of every ``PRICEWATCH_*`` setting that
 project's own settings are checked by the components that read them, with the same kind
 of message.
 
-``StartupReport`` (an extension) logs at INFO, as the crawl starts, the frontier and the
-store in use (passwords masked), and the effective politeness settings with the config
-version (:mod:`pricewatch.configversion`, to compare between nodes); it warns when a node
-uses the default relative SQLite file outside a project directory, or a SQLite file inside
-scrapyd's own folders (each job would get a private schedule and store that nobody shares).
+``StartupReport`` (an extension) logs at INFO, as the crawl starts, where the pricewatch
+code runs from, the frontier and the store in use (passwords masked), and the effective
+politeness settings with the config version (:mod:`pricewatch.configversion`, to compare
+between nodes); it warns when a node uses the default relative SQLite file outside a
+project directory, or a SQLite file inside scrapyd's own folders (each job would get a
+private schedule and store that nobody shares), and when a pricewatch installed in a
+scrapyd node's virtualenv shadows the egg the job was started with (scrapyd appends the
+egg to ``sys.path``, after site-packages, so the deployed code never ran).
 """
 
 from __future__ import annotations
@@ -27,13 +30,16 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable, Mapping
+import sys
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.conf import closest_scrapy_cfg
 
+import pricewatch
 from pricewatch import settings as project_settings
 from pricewatch._urls import mask_password, scheme, sqlite_path
 from pricewatch.configversion import POLITENESS, ConfigVersion
@@ -163,6 +169,18 @@ class StartupReport:
 
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
+        package = str(Path(pricewatch.__file__).parent)
+        logger.info("pricewatch code from %s", package)
+        egg = shadowed_egg(sys.path, package)
+        if egg:
+            logger.warning(
+                "!!! this crawl runs the pricewatch installed at %s, not the deployed egg %s, "
+                "which it shadows: uninstall pricewatch from the node's virtualenv (pip "
+                "uninstall pricewatch) so that the code scrapyd-deploy uploads is the code "
+                "that runs",
+                package,
+                egg,
+            )
         for name in _URLS:
             url = settings.get(name)
             logger.info(
@@ -182,6 +200,26 @@ class StartupReport:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StartupReport:
         return cls(crawler)
+
+
+def shadowed_egg(path: Sequence[str], package: str) -> str | None:
+    """An egg on ``path`` (a scrapyd job's deployed project) that holds pricewatch while
+    the code running was imported from ``package``, outside it: a copy installed in the
+    node's virtualenv comes first on the path and shadows every egg deployed later."""
+    for entry in path:
+        if not entry.endswith(".egg") or package.startswith(entry):
+            continue
+        if os.path.isdir(entry):
+            if os.path.isfile(os.path.join(entry, "pricewatch", "__init__.py")):
+                return entry
+            continue
+        try:
+            with zipfile.ZipFile(entry) as egg:
+                if "pricewatch/__init__.py" in egg.namelist():
+                    return entry
+        except (OSError, zipfile.BadZipFile):
+            continue
+    return None
 
 
 def _where(url: str) -> str:

@@ -1,6 +1,7 @@
 """A real scrapyd node, made as the README says: its own virtualenv
-(``pip install -c deploy/scrapyd-constraints.txt '.[scrapyd]'``), the project deployed from
-this repository with ``deploy/scrapyd-deploy``, ``products`` scheduled through
+(``pip install -c deploy/scrapyd-constraints.txt '.[scrapyd]'``, then ``pip uninstall
+pricewatch``: the dependencies only), the project deployed from this repository with
+``deploy/scrapyd-deploy`` and run from that egg, ``products`` scheduled through
 ``schedule.json`` against the sandbox with the shared Redis frontier and PostgreSQL store,
 and every stored price checked against ``/_truth``.
 
@@ -39,7 +40,7 @@ DEPLOY = ROOT / "deploy" / "scrapyd-deploy"
 
 
 def _fingerprint() -> str:
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(b"dependencies only")  # how the venv is made (see below)
     for path in (CONSTRAINTS, ROOT / "pyproject.toml"):
         digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -78,6 +79,16 @@ def _build_venv() -> Path:
         capture_output=True,
         text=True,
         timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # The node runs the eggs it is sent: the copy pip installed with the dependencies
+    # would come first on sys.path and shadow every egg deployed later.
+    proc = subprocess.run(
+        [str(VENV / "bin" / "pip"), "uninstall", "-q", "-y", "pricewatch"],
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     stamp.write_text(_fingerprint())
@@ -225,6 +236,9 @@ def test_a_scrapyd_node_crawls_into_redis_and_postgresql(
         text = log.read_text()
         assert "PRICEWATCH_FRONTIER_URL: redis://" in text, text[-3000:]
         assert "PRICEWATCH_STORE_URL: postgresql://" in text
+        # The code that ran is the deployed egg's.
+        [origin] = [line for line in text.splitlines() if "pricewatch code from" in line]
+        assert ".egg" in origin and str(ROOT) not in origin, origin
         assert "!!!" not in text and "Crawl failed" not in text, text[-3000:]
         [record_path] = list((tmp_path / "node" / "stats").glob("products-*.json"))
         record = json.loads(record_path.read_text())

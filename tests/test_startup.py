@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from scrapy.utils.test import get_crawler
 
 from pricewatch.runs import ExitCode, InvalidSetting
 from pricewatch.spiders.products import ProductSpider
+from pricewatch.startup import shadowed_egg
 
 from .helpers import ROOT, scrapy, scrapy_env
 
@@ -113,6 +115,7 @@ def test_the_crawl_says_where_it_reads_and_writes(tmp_path: Path) -> None:
         and "(from the environment variable PRICEWATCH_FRONTIER_URL)" in proc.stderr
     )
     assert "INFO: PRICEWATCH_STORE_URL: postgresql://crawler:***@127.0.0.1/prices" in proc.stderr
+    assert f"INFO: pricewatch code from {ROOT / 'pricewatch'}" in proc.stderr
     [politeness] = [line for line in proc.stderr.splitlines() if "Politeness (config" in line]
     assert "CONCURRENT_REQUESTS_PER_DOMAIN=12" in politeness
     assert "DOWNLOAD_DELAY=1.5" in politeness or "DOWNLOAD_DELAY='1.5'" in politeness
@@ -146,3 +149,29 @@ def test_a_sqlite_file_in_scrapyds_folders_warns_loudly(tmp_path: Path) -> None:
     warnings = [line for line in proc.stderr.splitlines() if "WARNING: !!!" in line]
     assert len(warnings) == 2, proc.stderr[-3000:]
     assert all("in scrapyd's own folders" in w for w in warnings)
+
+
+def egg(path: Path, *names: str) -> str:
+    with zipfile.ZipFile(path, "w") as archive:
+        for name in names:
+            archive.writestr(name, "")
+    return str(path)
+
+
+def test_an_installed_copy_shadowing_the_deployed_egg_is_named(tmp_path: Path) -> None:
+    """scrapyd appends a job's egg to sys.path: a pricewatch installed in the node's
+    virtualenv comes first, and the deployed code never runs."""
+    installed = str(tmp_path / "venv" / "site-packages" / "pricewatch")
+    deployed = egg(tmp_path / "pricewatch-1764000000.egg", "pricewatch/__init__.py")
+    other = egg(tmp_path / "other-1.egg", "other/__init__.py")
+    broken = tmp_path / "broken.egg"
+    broken.write_bytes(b"not a zip")
+    unzipped = tmp_path / "pricewatch-2.egg"
+    (unzipped / "pricewatch").mkdir(parents=True)
+    (unzipped / "pricewatch" / "__init__.py").write_text("")
+    site = str(tmp_path / "venv" / "site-packages")
+    assert shadowed_egg([site, other, str(broken), deployed], installed) == deployed
+    assert shadowed_egg([site, str(unzipped)], installed) == str(unzipped)
+    # Running from the egg itself, or with no egg on the path: nothing to say.
+    assert shadowed_egg([site, deployed], f"{deployed}/pricewatch") is None
+    assert shadowed_egg([site, other, str(broken)], installed) is None
