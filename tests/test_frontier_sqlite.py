@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ import pytest
 from pricewatch.frontier import Completion, Entry, FrontierUnavailable, SchedulePolicy
 from pricewatch.frontier.sqlite import SQLiteFrontier
 from pricewatch.outcomes import Outcome
+from pricewatch.storage.sqlite import SQLiteStore
 
 WORKER = textwrap.dedent(
     """
@@ -95,6 +99,36 @@ async def test_the_file_shares_a_database_with_other_tables(tmp_path: Path) -> N
             row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
         }
     assert tables == {"products", "frontier_entries", "frontier_domains", "domain_limits"}
+
+
+def _store(url: str) -> SQLiteStore:
+    return SQLiteStore(url)
+
+
+@pytest.mark.parametrize("opener", [SQLiteFrontier, _store], ids=["frontier", "store"])
+async def test_opening_waits_for_a_write_to_the_file_in_rollback_mode(
+    tmp_path: Path, opener: Callable[[str], SQLiteFrontier | SQLiteStore]
+) -> None:
+    """Sessions, browser routes and drift alarms keep their tables in this file too, and
+    may write to it before anything switched it to WAL: the switch waits for their write
+    like any other write, instead of failing the open with "database is locked"."""
+    path = tmp_path / "pricewatch.db"
+    writer = sqlite3.connect(path, isolation_level=None)
+    try:
+        writer.execute("CREATE TABLE sessions (id TEXT PRIMARY KEY)")
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("INSERT INTO sessions VALUES ('s1')")
+        component = opener(f"sqlite:///{path}")
+        opening = asyncio.ensure_future(component.open())
+        done, _ = await asyncio.wait([opening], timeout=0.3)
+        assert not done  # waiting for the write, not failed
+        writer.execute("COMMIT")
+        await opening
+        await component.close()
+    finally:
+        writer.close()
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
 async def test_a_file_of_an_older_release_gains_the_budget_columns(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from pricewatch._sqlite import use_wal
 from pricewatch._urls import sqlite_path
 from pricewatch.frontier import budget
 from pricewatch.frontier._entries import counters, lookup_url, valid_entries
@@ -230,7 +231,7 @@ class SQLiteFrontier(Frontier):
             self.path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
         )
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
+            use_wal(conn, BUSY_TIMEOUT)
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.executescript(SCHEMA)
             migrate(conn)

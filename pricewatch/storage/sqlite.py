@@ -33,6 +33,7 @@ from decimal import Decimal
 from typing import Any, TypeVar
 
 from pricewatch import settings as defaults
+from pricewatch._sqlite import use_wal
 from pricewatch._urls import mask_password, sqlite_path
 from pricewatch.quarantine import (
     CONFIRMED,
@@ -196,7 +197,7 @@ class SQLiteStore(Store):
     def _connect(self) -> None:
         conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(conn, self.timeout)
             conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.Error:
             conn.close()
