@@ -17,6 +17,8 @@ Keys the project sets and reads itself:
   component that ends a fetch completes it exactly once.
 - ``pricewatch_listing`` (:data:`LISTING_META`): the listing traversal a request fetches a page
   of (listings spider): its lease and its state after the last saved page.
+- ``pricewatch_listing_xhr`` (:data:`LISTING_XHR_META`): the capture of the JSON a scroll
+  listing's page requests, loaded in the browser to find its endpoint (listings spider).
 - ``pricewatch_not_before`` (:data:`NOT_BEFORE_META`): ``time.monotonic()`` seconds before
   which the scheduler does not send a held retry (backoff retry).
 - ``pricewatch_breaker_probe`` (:data:`BREAKER_PROBE_META`): token of the half-open probe the
@@ -33,7 +35,8 @@ Keys the project sets and reads itself:
 - ``pricewatch_fallback_page`` (:data:`FALLBACK_PAGE_META`): the page's item a cross-check
   request compares against (fallback).
 - ``pricewatch_browser`` (:data:`BROWSER_META`): why the request goes through the browser:
-  ``"declared"``, ``"learned"`` or ``"retry"`` (browser routing).
+  ``"declared"``, ``"learned"``, ``"retry"``, or ``"listing"`` (a scroll listing's page,
+  for its endpoint) (browser routing).
 - ``pricewatch_browser_capture`` (:data:`BROWSER_CAPTURE_META`): the XHR capture of a browser
   fetch (browser routing).
 - ``pricewatch_browser_released`` (:data:`BROWSER_RELEASED_META`): the browser page of the
@@ -63,6 +66,7 @@ __all__ = [
     "LEASE_META",
     "LIMIT_GENERATION_META",
     "LISTING_META",
+    "LISTING_XHR_META",
     "NOT_BEFORE_META",
     "PROXY_META",
     "SESSION_META",
@@ -76,6 +80,7 @@ DONT_BREAK_CIRCUIT_META = "dont_break_circuit"
 # Frontier and scheduling.
 LEASE_META = "pricewatch_lease"
 LISTING_META = "pricewatch_listing"
+LISTING_XHR_META = "pricewatch_listing_xhr"
 NOT_BEFORE_META = "pricewatch_not_before"
 
 # Circuit breaker.

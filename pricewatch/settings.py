@@ -284,7 +284,9 @@ PRICEWATCH_BROWSER_LEARN_TRIES = 3
 # Seconds between reloads of the learned domains (those other workers learned).
 PRICEWATCH_BROWSER_ROUTES_REFRESH = 60.0
 # Seconds a browser page may take, after it loaded, to produce a price (an XHR/fetch JSON
-# offer or a filled price node) before it ends as `no_price`. Raise for slow shops.
+# offer or a filled price node) before it ends as `no_price`. Also the longest a scroll
+# listing's page, loaded for its endpoint, is watched for its JSON requests (it usually
+# ends sooner: when the page's network is idle). Raise for slow shops.
 PRICEWATCH_BROWSER_WAIT_TIMEOUT = 10.0
 # While waiting for the product's own price (its XHR JSON, or a price inside the product's
 # region), a rendered page is read again when its DOM changes, at most once per this many

@@ -92,6 +92,9 @@ def test_every_kind_is_traversed_to_its_stable_end(sandbox_factory: Any, tmp_pat
     assert record["pricewatch/listing/short_page"] == 1
     assert record["pricewatch/listing/end/done"] == 6
     assert record["pricewatch/listing/end/looped"] == 1
+    # The scroll page names its endpoint in its markup: no browser, no Playwright driver.
+    assert [k for k in record if k.startswith(("playwright/", "pricewatch/browser/"))] == []
+    assert "pricewatch/listing/browser_pages" not in record
     # The category's 60 items (4 listings over the same items) + 20 loop + 36 short + 1000.
     states = entry_states(tmp_path)
     assert len(states) == 60 + 20 + 36 + 1000
@@ -272,3 +275,65 @@ def test_listings_on_the_redis_frontier(
     assert show.returncode == 0 and "looped" in show.stdout and "seen before" in show.stdout
     missing = scrapy(tmp_path, "listing", "show", base + "/listing/nope", env=env)
     assert missing.returncode == 3
+
+
+def test_scroll_endpoint_only_the_browser_sees_is_found_saved_and_followed(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    """`/listing/scroll-js` builds its endpoint's URL in a script and fetches it after
+    `load`; `?feed=none` fetches only a configuration (a list of no products). One browser
+    load each; the endpoint found is followed over HTTP and saved, and the next traversal
+    needs no browser."""
+    sb = sandbox_factory(shops=1, products=5)
+    found_url = sb.base_url + "/listing/scroll-js"
+    none_url = sb.base_url + "/listing/scroll-js?feed=none"
+    add(tmp_path, found_url, "scroll", "--every", "1s")
+    add(tmp_path, none_url, "scroll")  # due again tomorrow: not in the second crawl
+    started = time.monotonic()
+    record = crawl(tmp_path, "-s", "LOG_LEVEL=INFO", "-s", "PRICEWATCH_BROWSER_WAIT_TIMEOUT=5")
+    first = time.monotonic() - started
+    assert record["pricewatch/listing/browser_pages"] == 2
+    assert record["pricewatch/listing/endpoint_found"] == 1
+    assert record["pricewatch/listing/end/done"] == 1
+    assert record["pricewatch/listing/end/failed"] == 1
+    assert record["pricewatch/browser/handler_started"] == 1
+    assert record["playwright/page_count"] == 2
+    assert record["pricewatch/browser/pages_closed"] == 2
+    truth = set(category(sb)["items"])
+    assert len(truth) == 60
+    assert members(tmp_path, found_url) == truth
+    assert truth <= set(entry_states(tmp_path))
+    rows = listings(tmp_path)
+    endpoint = sb.base_url + "/listing/scroll.json?after=0"
+    assert rows[found_url]["traversal"]["endpoint"] == endpoint
+    # The page, then the endpoint's 5 pages of 12 (the first one from its start again).
+    assert (rows[found_url]["state"], rows[found_url]["last"]["pages"]) == ("done", 6)
+    failed = rows[none_url]
+    assert failed["state"] == "failed" and failed["traversal"]["endpoint"] is None
+    reason = failed["last"]["error"]
+    assert reason.startswith("no JSON endpoint in the page's markup, and none of the 1 JSON")
+    assert "/listing/config.json: no product URL in the items" in reason
+    assert reason.endswith("give --endpoint")
+    show = scrapy(tmp_path, "listing", "show", found_url)
+    assert show.returncode == 0 and f"endpoint:   {endpoint}" in show.stdout
+    fetched = category(sb)["fetched"]
+    assert fetched["/listing/scroll-js"] == 2  # over HTTP, then in the browser
+    assert fetched["/listing/scroll-js?feed=none"] == 2
+    assert fetched["/listing/config.json"] == 2  # one browser load of each page
+    assert fetched["/listing/scroll.json?after=0"] == 2  # by the page, then by the traversal
+
+    # The next traversal follows the saved endpoint: no browser, no driver.
+    sb._request("/_listings", {"reset_fetched": True})
+    time.sleep(1.1)
+    started = time.monotonic()
+    record = crawl(tmp_path)
+    second = time.monotonic() - started
+    assert [k for k in record if k.startswith(("playwright/", "pricewatch/browser/"))] == []
+    assert "pricewatch/listing/browser_pages" not in record
+    assert record["pricewatch/listing/endpoint_saved"] == 1
+    assert record["pricewatch/listing/end/done"] == 1
+    assert listings(tmp_path)[found_url]["last"]["items"] == 60
+    fetched = category(sb)["fetched"]
+    assert "/listing/config.json" not in fetched and fetched["/listing/scroll-js"] == 1
+    assert sum(fetched.values()) == 6
+    print(f"crawl with the browser's discovery {first:.1f}s, with the saved endpoint {second:.1f}s")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -19,6 +20,7 @@ from pricewatch.listings.parse import (
     parse_sitemap,
 )
 from pricewatch.listings.traversal import advance, begin, end, fetch_failed
+from pricewatch.listings.xhr import EndpointCapture
 from pricewatch.seeding import BadLine
 
 BASE = "https://shop.test/api/list"
@@ -218,6 +220,52 @@ def test_scroll_page_endpoint_is_found(html: str, endpoint: str | None) -> None:
     assert find_endpoint(html.encode(), "https://s.test/c") == endpoint
 
 
+CONFIG = {"data": [{"feature": "wishlist", "on": True}]}
+GRID = {"products": [{"id": 1, "link": "/p/1"}, {"id": 2, "link": "/p/2"}], "next": "/g?c=2"}
+ONE_PAGE = {"items": [{"url": f"/p/{i}"} for i in range(5)]}
+ELSEWHERE = {"items": [{"url": f"https://ads.test/p/{i}"} for i in range(9)], "next": "x"}
+IDS = {"data": [{"id": 7}, {"id": 8}], "nextPageToken": "t"}
+
+
+@pytest.mark.parametrize(
+    ("responses", "options", "endpoint"),
+    [
+        ([("/config.json", CONFIG), ("/g", GRID)], {}, "https://s.test/g"),
+        ([("/config.json", CONFIG)], {}, None),
+        ([("/ads.json", ELSEWHERE), ("/g", GRID)], {}, "https://s.test/g"),
+        ([("/one.json", ONE_PAGE), ("/g", GRID)], {}, "https://s.test/g"),
+        ([("/one.json", ONE_PAGE)], {}, "https://s.test/one.json"),
+        ([("/ids.json", IDS)], {}, None),
+        ([("/ids.json", IDS)], {"url_template": "/p/{id}"}, "https://s.test/ids.json"),
+        ([], {}, None),
+    ],
+    ids=[
+        "grid-beside-config",
+        "config-only",
+        "another-sites-products",
+        "a-paginated-list-first",
+        "one-page-list",
+        "ids-without-template",
+        "ids-with-template",
+        "no-json",
+    ],
+)
+def test_scroll_endpoint_is_picked_from_the_json_the_page_requested(
+    responses: list[tuple[str, object]], options: dict[str, str], endpoint: str | None
+) -> None:
+    listing = Listing("https://s.test/c", "scroll", "s.test", 86400.0, options)
+    capture = EndpointCapture(listing, [])
+    for path, doc in responses:
+        capture.read("https://s.test" + path, json.dumps(doc).encode())
+    found = capture.endpoint()
+    assert (found and found.url) == endpoint
+    if endpoint is None:
+        reason = capture.reason()
+        assert reason.startswith("no JSON endpoint in the page's markup, and ")
+        assert reason.endswith("; give --endpoint")
+        assert all(path in reason for path, _ in responses)
+
+
 # -- sitemaps -----------------------------------------------------------------------------
 
 
@@ -322,6 +370,10 @@ def test_the_state_survives_its_json_form() -> None:
     assert Traversal.from_json(t.to_json()) == t
     done = end(t, "done", 7.0)
     assert Traversal.from_json(done.to_json()) == done
+    # A scroll page's endpoint found in the browser outlives its traversal.
+    found = replace(done, endpoint="https://s.test/feed.json")
+    assert Traversal.from_json(found.to_json()) == found
+    assert begin(LISTING, found, 8.0).endpoint == "https://s.test/feed.json"
 
 
 # -- the seed file's listings section -----------------------------------------------------

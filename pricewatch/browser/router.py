@@ -47,7 +47,7 @@ import logging
 import re
 import time
 from collections import Counter
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
@@ -290,14 +290,25 @@ class BrowserRouter:
         self._stats.inc_value(f"pricewatch/browser/routed/{reason}")
         return request
 
-    def browser_meta(self, url: str, host: str, reason: str) -> dict[str, Any]:
-        """The Request.meta of a browser fetch of ``url``."""
+    def browser_meta(
+        self,
+        url: str,
+        host: str,
+        reason: str,
+        *,
+        on_response: Callable[[Any], Awaitable[None]] | None = None,
+    ) -> dict[str, Any]:
+        """The Request.meta of a browser fetch of ``url``. ``on_response``: the page's own
+        ``response`` handler, instead of the offer's XHR capture (a listing's endpoint)."""
         name = f"pricewatch-{self._generation}"
         self._assigned[name] += 1
         if self._assigned[name] >= self.context_pages:
             self._generation += 1  # the next pages go to a fresh context
-        patterns = self.xhr_patterns.get(host)
-        capture = XhrCapture(url, patterns, self.domain_currency)
+        capture = None
+        if on_response is None:
+            capture = XhrCapture(url, self.xhr_patterns.get(host), self.domain_currency)
+            if capture.enabled:
+                on_response = capture.on_response
         meta: dict[str, Any] = {
             "playwright": True,
             "playwright_include_page": True,  # closed by release(), success or error
@@ -309,10 +320,11 @@ class BrowserRouter:
             },
             "playwright_page_goto_kwargs": {"wait_until": self.wait_until},
             BROWSER_META: reason,
-            BROWSER_CAPTURE_META: capture,
         }
-        if capture.enabled:
-            meta["playwright_page_event_handlers"] = {"response": capture.on_response}
+        if capture is not None:
+            meta[BROWSER_CAPTURE_META] = capture
+        if on_response is not None:
+            meta["playwright_page_event_handlers"] = {"response": on_response}
         if self.skip_favicon:
             meta["playwright_page_init_callback"] = skip_favicon
         return meta

@@ -9,7 +9,8 @@
 - ``scrapy listing list [--json]``: every listing, its state, last traversal, items found,
   new and delisted.
 - ``scrapy listing show URL [--json]``: one listing in full (cursor, pages and cursors
-  seen, expected page size, short pages, the error of a failed traversal).
+  seen, expected page size, short pages, the error of a failed traversal, the endpoint a
+  scroll page was found to request in the browser).
 - ``scrapy listing remove URL``: forget a listing (the products it found stay scheduled).
 
 Reads ``PRICEWATCH_FRONTIER_URL``; ``--frontier URL`` overrides it. Exit codes: 0 done,
@@ -71,6 +72,7 @@ def as_dict(info: ListingInfo) -> dict[str, Any]:
             "started_at": t.started_at,
             "finished_at": t.finished_at,
             "error": t.error,
+            "endpoint": t.endpoint,
         },
         "last": t.last,
     }
@@ -238,6 +240,8 @@ def _show(data: dict[str, Any]) -> str:
         f"  started:  {_when(t['started_at'])}",
         f"  error:    {t['error'] or '-'}",
     ]
+    if t["endpoint"]:
+        lines.append(f"endpoint:   {t['endpoint']} (found in the page's requests in the browser)")
     last = data["last"]
     if last:
         lines.append(

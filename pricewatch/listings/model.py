@@ -81,6 +81,9 @@ class Traversal:
     started_at: float | None = None
     finished_at: float | None = None
     error: str | None = None
+    # scroll: the JSON endpoint found in the page's requests in the browser, kept across
+    # traversals (dropped when one ends failed, so the next one looks again).
+    endpoint: str | None = None
     # The last traversal that ended: state, pages, items, new, delisted, finished_at.
     last: dict[str, Any] = field(default_factory=dict)
 

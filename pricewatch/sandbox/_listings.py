@@ -14,6 +14,11 @@ moving them in the price order). Served under ``/listing/``:
 - ``/listing/scroll``: an infinite-scroll page whose grid loads ``/listing/scroll.json``
   (``data-endpoint``); ``/listing/scroll.json[?after=ID]``:
   ``{"products": [{"id", "link"}], "links": {"next": URL|null}}``, keyset too.
+- ``/listing/scroll-js``: the same grid, whose endpoint only a browser sees: a script
+  assembles the URL and, after ``load``, fetches ``/listing/config.json`` (a list of
+  objects that are not products) then ``/listing/scroll.json?after=0``, and renders the
+  items; nothing in the markup names the endpoint. ``?feed=none``: the script fetches the
+  configuration only (no JSON lists the products).
 - ``/listing/loop.json[?cursor=C]``: a cursor API whose fourth page's cursor is the first's.
 - ``/listing/short?page=N``: HTML pages without next links (``?page=`` numbering); page 2 is
   short (6 of 10); page 5 is empty.
@@ -182,6 +187,50 @@ def scroll_page() -> str:
         '<div id="grid" class="grid" data-endpoint="/listing/scroll.json"></div>'
         "<script>/* loads more items as the reader scrolls */</script>",
     )
+
+
+# Builds the endpoint's URL from parts, so that no markup heuristic (a data-* attribute, a
+# literal fetch("...")) finds it: only the page's own request, in a browser, shows it.
+_SCROLL_JS = """(function () {
+  var root = ["", "listing"];
+  var feed = %s;
+  function load() {
+    var config = root.concat(["config" + ".json"]).join("/");
+    var items = root.concat(["scroll" + ".json"]).join("/") + "?after=" + 0;
+    fetch(config).then(function (r) { return r.json(); }).then(function () {
+      if (!feed) { document.getElementById("status").textContent = "No products."; return; }
+      return fetch(items, {headers: {Accept: "application/json"}})
+        .then(function (r) { return r.json(); })
+        .then(function (data) {
+          var grid = document.getElementById("grid");
+          data.products.forEach(function (p) {
+            var a = document.createElement("a");
+            a.href = p.link;
+            a.textContent = "Item " + p.id;
+            grid.appendChild(a);
+          });
+          document.getElementById("status").textContent = "";
+        });
+    });
+  }
+  window.addEventListener("load", load);
+})();"""
+
+
+def scroll_js_page(feed: bool) -> str:
+    script = _SCROLL_JS % ("true" if feed else "false")
+    return _page(
+        "Category",
+        f'<div id="grid" class="grid"></div><p id="status">Loading...</p><script>{script}</script>',
+    )
+
+
+def config_json() -> dict[str, Any]:
+    """What a shop's front end loads besides its products: a list, but of no products."""
+    return {
+        "currency": "EUR",
+        "data": [{"feature": "wishlist", "on": True}, {"feature": "compare", "on": False}],
+    }
 
 
 def scroll_json(cat: Category, after: int) -> dict[str, Any]:

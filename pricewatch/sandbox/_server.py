@@ -442,6 +442,8 @@ class Sandbox:
         r.add_get("/listing/api", self._h_listing_api)
         r.add_get("/listing/scroll", self._h_listing_scroll)
         r.add_get("/listing/scroll.json", self._h_listing_scroll_json)
+        r.add_get("/listing/scroll-js", self._h_listing_scroll_js)
+        r.add_get("/listing/config.json", self._h_listing_config)
         r.add_get("/listing/loop.json", self._h_listing_loop)
         r.add_get("/listing/short", self._h_listing_short)
         r.add_get("/listing/sitemap.xml", self._h_listing_sitemap)
@@ -810,6 +812,15 @@ class Sandbox:
     async def _h_listing_scroll(self, request: web.Request) -> web.Response:
         self._listing_request(request)
         return web.Response(text=_listings.scroll_page(), content_type="text/html")
+
+    async def _h_listing_scroll_js(self, request: web.Request) -> web.Response:
+        self._listing_request(request)
+        feed = request.query.get("feed") != "none"
+        return web.Response(text=_listings.scroll_js_page(feed), content_type="text/html")
+
+    async def _h_listing_config(self, request: web.Request) -> web.Response:
+        self._listing_request(request)
+        return web.json_response(_listings.config_json())
 
     async def _h_listing_scroll_json(self, request: web.Request) -> web.Response:
         _, category = self._listing_request(request)

@@ -9,7 +9,13 @@ a crash resumes at the saved cursor, refetching at most the page that was in fli
 traversal that ends ``done`` retires the products its listing stopped listing
 (:mod:`pricewatch.listings.delisting`). Cron mode: the crawl ends when no listing is due.
 
+A ``scroll`` page that names no JSON endpoint in its markup (none configured, none saved)
+is loaded once more, through the browser, and the endpoint is taken from the JSON the page
+itself requests (:mod:`pricewatch.listings.xhr`); it is then followed over plain HTTP and
+saved with the traversal state, so later traversals do not start the browser.
+
 Settings (defaults and when to change them: ``pricewatch/settings.py``):
+``PRICEWATCH_BROWSER_WAIT_TIMEOUT`` (how long a page loaded for its endpoint is watched),
 ``PRICEWATCH_LISTING_CONCURRENCY``, ``PRICEWATCH_LISTING_LEASE_TTL``,
 ``PRICEWATCH_LISTING_MAX_PAGES``, ``PRICEWATCH_LISTING_RETRY_DELAY``,
 ``PRICEWATCH_LISTING_MAX_FAILURES``, ``PRICEWATCH_LISTING_DELIST_AFTER``; Scrapy's
@@ -22,15 +28,17 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, Spider, signals
 from scrapy.http import Response
+from scrapy.utils.httpobj import urlparse_cached
 from twisted.python.failure import Failure
 
 from pricewatch._http import parse_retry_after
 from pricewatch._urls import BadURL
+from pricewatch.browser import BrowserRouter
 from pricewatch.exceptions import DestinationRefused, DomainDeferred, RobotsDisallowed
 from pricewatch.frontier import Entry, Frontier
 from pricewatch.frontier._entries import check_entry
@@ -46,7 +54,8 @@ from pricewatch.listings.parse import (
 )
 from pricewatch.listings.store import ListingStore, listing_store_from_settings
 from pricewatch.listings.traversal import advance, begin, end, fetch_failed
-from pricewatch.meta import LISTING_META
+from pricewatch.listings.xhr import EndpointCapture
+from pricewatch.meta import LISTING_META, LISTING_XHR_META
 from pricewatch.spiders.products import _failure_outcome
 
 if TYPE_CHECKING:
@@ -74,6 +83,9 @@ STATS = (
     "pricewatch/listing/delisted",  # products retired with reason `delisted`
     "pricewatch/listing/reinstated",  # delisted products listed again
     "pricewatch/listing/bad_url",  # product URLs refused (not http(s), too long, ...)
+    "pricewatch/listing/browser_pages",  # scroll pages loaded in the browser for their endpoint
+    "pricewatch/listing/endpoint_found",  # endpoints found in the page's XHR (and saved)
+    "pricewatch/listing/endpoint_saved",  # traversals that followed a saved endpoint
 )
 
 
@@ -101,6 +113,7 @@ class ListingSpider(Spider):
         spider.delist_after = s.getint("PRICEWATCH_LISTING_DELIST_AFTER")
         spider.max_size = s.getint("DOWNLOAD_MAXSIZE")
         spider.max_url_length = s.getint("URLLENGTH_LIMIT")
+        spider.browser_wait = s.getfloat("PRICEWATCH_BROWSER_WAIT_TIMEOUT")
         for name, value, low in (
             ("PRICEWATCH_LISTING_CONCURRENCY", spider.concurrency, 1),
             ("PRICEWATCH_LISTING_MAX_PAGES", spider.max_pages, 1),
@@ -112,6 +125,7 @@ class ListingSpider(Spider):
         for name, fvalue in (
             ("PRICEWATCH_LISTING_LEASE_TTL", spider.ttl),
             ("PRICEWATCH_LISTING_RETRY_DELAY", spider.retry_delay),
+            ("PRICEWATCH_BROWSER_WAIT_TIMEOUT", spider.browser_wait),
         ):
             if fvalue <= 0:
                 raise ValueError(f"{name} must be > 0, got {fvalue}")
@@ -129,6 +143,7 @@ class ListingSpider(Spider):
     delist_after: int
     max_size: int
     max_url_length: int
+    browser_wait: float
     resources: CrawlResources
     store: ListingStore
     active: dict[str, Walk]
@@ -236,12 +251,74 @@ class ListingSpider(Spider):
             endpoint = listing.option("endpoint")
             page = parse_html(body, response.url, options)
             found = response.urljoin(endpoint) if endpoint else find_endpoint(body, response.url)
+            if found is None and walk.traversal.endpoint:
+                found = walk.traversal.endpoint  # found in the browser by an earlier traversal
+                self._inc("pricewatch/listing/endpoint_saved")
             return Page(items=page.items, endpoint=found)
         return parse_json(body, response.url, options)
+
+    def _in_browser(self, walk: Walk, response: Response, page: Page) -> Request | Page:
+        """A scroll page without an endpoint in its markup: the request that loads it in the
+        browser to find one in its XHR, or, without a browser, the page that ends it."""
+        router = BrowserRouter.of(self.crawler)
+        if router.unavailable:
+            if page.items:  # the page listed its products itself: those are the listing
+                return page
+            return replace(
+                page,
+                error="no JSON endpoint in the page's markup, and no browser to find one in "
+                f"its requests ({router.unavailable}); give --endpoint",
+            )
+        capture = EndpointCapture(walk.lease.listing, page.items)
+        host = (urlparse_cached(response).hostname or "").lower()
+        meta = router.browser_meta(response.url, host, "listing", on_response=capture.on_response)
+        meta.update({LISTING_META: walk, LISTING_XHR_META: capture})
+        self._inc("pricewatch/listing/browser_pages")
+        logger.info(
+            "Listing %s: no JSON endpoint in the page's markup; loading it in the browser "
+            "to find the one it requests",
+            walk.lease.listing.url,
+        )
+        return Request(
+            response.url,
+            callback=self.parse_page,
+            errback=self.page_failed,
+            meta=meta,
+            dont_filter=True,
+        )
+
+    async def _watched(self, walk: Walk, response: Response, capture: EndpointCapture) -> Page:
+        """The scroll page loaded in the browser: its endpoint, from the JSON it requested."""
+        router = BrowserRouter.of(self.crawler)
+        try:
+            page = response.meta.get("playwright_page")
+            if page is not None:
+                await capture.wait(page, self.browser_wait)
+        finally:
+            await router.release(response.meta)
+        found = capture.endpoint()
+        listing = walk.lease.listing
+        if found is None:
+            if capture.items:  # the page listed its products itself, and loads no more
+                return Page(items=capture.items)
+            return Page(error=capture.reason())
+        self._inc("pricewatch/listing/endpoint_found")
+        logger.info(
+            "Listing %s: endpoint found in the page's requests: %s (%d products of %s on its "
+            "first page); saved for the next traversals",
+            listing.url,
+            found.url,
+            found.ours,
+            listing.domain,
+        )
+        walk.traversal = replace(walk.traversal, endpoint=found.url)
+        return Page(items=capture.items, endpoint=found.url)
 
     async def parse_page(self, response: Response) -> AsyncIterator[Request]:
         walk: Walk = response.meta[LISTING_META]
         listing = walk.lease.listing
+        capture: EndpointCapture | None = response.meta.get(LISTING_XHR_META)
+        watched = await self._watched(walk, response, capture) if capture is not None else None
         status = response.status
         if status in _GONE and walk.traversal.guessed:
             page = Page()  # past the last page of a listing numbered by guess: the end
@@ -249,8 +326,21 @@ class ListingSpider(Spider):
             retry_after = parse_retry_after(response.headers.get(b"Retry-After"))
             await self._failed(walk, f"http_{status}", retry_after, final=status in _GONE)
             return
+        elif watched is not None:
+            page = watched
         else:
             page = self.read(walk, response)
+            if (
+                listing.kind == "scroll"
+                and walk.traversal.pages == 0
+                and page.endpoint is None
+                and page.error is None
+            ):
+                found = self._in_browser(walk, response, page)
+                if isinstance(found, Request):
+                    yield found  # the same page, in the browser: counted once, when read
+                    return
+                page = found
         new = await self._discovered(walk, page)
         self._inc("pricewatch/listing/pages")
         self._inc("pricewatch/listing/items", len(page.items))
@@ -314,6 +404,9 @@ class ListingSpider(Spider):
 
     async def _finish(self, walk: Walk, t: Traversal) -> None:
         listing = walk.lease.listing
+        if t.state == "failed" and t.endpoint:
+            # The saved endpoint may be what failed: the next traversal looks for it again.
+            t = replace(t, endpoint=None)
         self._inc(f"pricewatch/listing/end/{t.state}")
         if t.state == "done" and self.delist_after:
             assert self._frontier is not None
@@ -362,6 +455,7 @@ class ListingSpider(Spider):
         walk: Walk | None = request.meta.get(LISTING_META)
         if walk is None:
             return
+        await BrowserRouter.of(self.crawler).release(request.meta, failed=True)
         exc = failure.value
         if isinstance(exc, DomainDeferred):  # circuit open: the same page, after the cooldown
             self._inc("pricewatch/listing/deferred")
