@@ -339,7 +339,10 @@ async def test_stats_count_concurrent_requests_in_flight() -> None:
         assert after["status"] == {"200": 20}
         assert after["paths"] == {urlsplit(url).path: 20}
         # Per client address: this test's, which sent no cookie.
-        assert after["sources"] == {"127.0.0.1": {"requests": 20, "cookies": {}}}
+        path = urlsplit(url).path
+        assert after["sources"] == {
+            "127.0.0.1": {"requests": 20, "cookies": {}, "cookieless": {path: 20}}
+        }
         assert sb.stats()["hosts"][other]["requests"] == 0
         # Control paths are not counted; a reset zeroes the counters.
         async with client.get(sb.shops[0]["base_url"] + "/_truth") as resp:
@@ -356,6 +359,13 @@ async def test_stats_count_concurrent_requests_in_flight() -> None:
             "last": None,
             "min_gap": None,
             "sources": {},
+        }
+        # A Cookie header is counted as it came; a request without one, by its path.
+        for headers in ({"Cookie": "member=a1"}, {}):
+            async with client.get(url, headers=headers) as resp:
+                assert resp.status == 200
+        assert sb.stats()["hosts"][host]["sources"] == {
+            "127.0.0.1": {"requests": 2, "cookies": {"member=a1": 1}, "cookieless": {path: 1}}
         }
 
 

@@ -3,11 +3,11 @@
 Per host: requests served, requests in flight now and at most, status codes (``"dropped"``
 for connections closed without a response), requests per path, the arrival times of the
 first/last request and the smallest gap between two (seconds since the last reset), and per
-client address (``sources``: a proxy's, when requests come through proxies) the requests
-and the Cookie headers they carried; once the tolerance mode saw requests, the peak of page
-requests in flight it accepted (``max_accepted``) and the peak in flight as one arrived, the
-refused one included (``max_demand``): what the crawler asked of the shop at most. Control
-paths (``/_...``) are never counted.
+client address (``sources``: a proxy's, when requests come through proxies) the requests,
+the Cookie headers they carried and the paths of those that carried none; once the tolerance
+mode saw requests, the peak of page requests in flight it accepted (``max_accepted``) and the
+peak in flight as one arrived, the refused one included (``max_demand``): what the crawler
+asked of the shop at most. Control paths (``/_...``) are never counted.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any
 @dataclass(slots=True)
 class SourceStats:
     requests: int = 0
-    cookies: Counter[str] = field(default_factory=Counter)
+    cookies: Counter[str] = field(default_factory=Counter)  # Cookie header -> requests
+    cookieless: Counter[str] = field(default_factory=Counter)  # path -> requests without one
 
 
 @dataclass(slots=True)
@@ -34,8 +35,8 @@ class HostStats:
     first: float | None = None  # monotonic arrival times
     last: float | None = None
     min_gap: float | None = None
-    # Per client address (a proxy's, when requests come through proxies): requests, and
-    # the Cookie headers they carried (header -> requests).
+    # Per client address (a proxy's, when requests come through proxies): requests, the
+    # Cookie headers they carried, and the paths of those that carried none.
     sources: dict[str, SourceStats] = field(default_factory=dict)
     accepted: int = 0  # tolerance mode: page requests in flight it accepted
     max_accepted: int = 0
@@ -52,7 +53,11 @@ class HostStats:
             "last": None if self.last is None else round(self.last - since, 6),
             "min_gap": None if self.min_gap is None else round(self.min_gap, 6),
             "sources": {
-                address: {"requests": src.requests, "cookies": dict(src.cookies)}
+                address: {
+                    "requests": src.requests,
+                    "cookies": dict(src.cookies),
+                    "cookieless": dict(sorted(src.cookieless.items())),
+                }
                 for address, src in sorted(self.sources.items())
             },
         }
@@ -82,6 +87,8 @@ class Stats:
             src.requests += 1
             if cookie:
                 src.cookies[cookie] += 1
+            else:
+                src.cookieless[path] += 1
         s.in_flight += 1
         s.max_in_flight = max(s.max_in_flight, s.in_flight)
         s.paths[path] += 1
