@@ -257,46 +257,66 @@ async def settle(mw: SessionMiddleware) -> None:
     await mw.flush()
 
 
+class Clock:
+    """The middleware's clock (``time.monotonic`` in a crawl), moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 async def test_a_failing_proxy_is_benched_probed_back_and_benched_longer(
     frontier_url: str, middlewares: list[SessionMiddleware]
 ) -> None:
-    mw = build_middleware(frontier_url)
+    # Benches of 30 s on the middleware's own clock, which only the test moves: what is
+    # benched stays benched however slow the machine (the frontier's pause lasts 20 s of real
+    # time). One worker: it never re-reads the backend, whose clock the test does not move.
+    mw = build_middleware(
+        frontier_url, PRICEWATCH_PROXY_BENCH_COOLDOWN=30.0, PRICEWATCH_SESSION_REFRESH=3600.0
+    )
     middlewares.append(mw)
+    clock = Clock()
+    mw.clock = clock
     first = await sent(mw)
     a = first.meta[PROXY_META]
     mw.process_exception(first, ConnectionRefusedError())
     assert stat(mw, "proxy/benched") == 0  # one failure: not yet
     mw.process_exception(await sent(mw), ConnectionRefusedError())
     assert stat(mw, "proxy/benched") == 1 and stat(mw, "sessions/retired/benched") == 1
+    clock.now += 10
     second = await sent(mw)
     b = second.meta[PROXY_META]
     assert b != a  # the others carry the load
     for _ in range(2):
         mw.process_exception(await sent(mw), ConnectionRefusedError())
-    # Every proxy benched: the domain waits (in the frontier too) instead of going direct.
+    # Every proxy benched: the domain waits (in the frontier too) instead of going direct,
+    # until the first bench ends.
     with pytest.raises(ProxiesBenched) as info:
         await sent(mw)
-    assert info.value.retry_after is not None and 0 < info.value.retry_after <= 0.3
+    assert info.value.retry_after == pytest.approx(20.0)
     assert stat(mw, "proxy/deferred") == 1
     frontier = await CrawlResources.of(mw.crawler).frontier()
     await frontier.add([Entry(f"http://{SHOP}/p/9")])
     assert await frontier.claim(5) == []
-    await asyncio.sleep(0.35)
-    # The bench ended: the next session probes a proxy; a success brings it back.
+    clock.now += 20.5
+    # The first bench ended: the next session probes that proxy; a success brings it back.
     probe = await sent(mw)
+    assert probe.meta[PROXY_META] == a
     assert answer(mw, probe).status == 200
     assert stat(mw, "proxy/unbenched") == 1
     await settle(mw)
     health = {h.proxy: h for h in await mw.store.health(SHOP)}
-    assert health[probe.meta[PROXY_META]].cooldown == 0
-    # The other one's probe fails: benched again, for twice as long.
-    other = b if probe.meta[PROXY_META] == a else a
+    assert health[a].cooldown == 0 and health[a].benched_for == 0
+    # The other one's bench ends and its probe fails: benched again, for twice as long.
+    clock.now += 10
     state = mw.domains[SHOP]
-    mw._failed(state, other)
+    mw._failed(state, b)
     await settle(mw)
     health = {h.proxy: h for h in await mw.store.health(SHOP)}
-    assert health[other].cooldown == pytest.approx(0.6)
-    assert health[other].failures == 2 and health[probe.meta[PROXY_META]].ok == 1
+    assert health[b].cooldown == pytest.approx(60.0)
+    assert health[b].failures == 2 and health[a].ok == 1
 
 
 async def test_a_blocked_session_is_retired_and_its_request_asked_again_elsewhere(

@@ -197,7 +197,8 @@ class Session:
 
 @dataclass(slots=True)
 class ProxyState:
-    """What this process knows of one proxy on one domain (times: ``time.monotonic()``)."""
+    """What this process knows of one proxy on one domain (times: the middleware's
+    ``clock``, ``time.monotonic`` but in tests)."""
 
     failures: int = 0  # consecutive, seen here
     benched_until: float = 0.0
@@ -211,7 +212,7 @@ class DomainState:
     pool: tuple[Proxy, ...]
     slots: dict[int, Session] = field(default_factory=dict)
     proxies: dict[str, ProxyState] = field(default_factory=dict)
-    loaded_at: float | None = None  # monotonic; None: never loaded
+    loaded_at: float | None = None  # the middleware's clock; None: never loaded
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     paused_until: float = 0.0  # the frontier pause this process asked for
 
@@ -297,6 +298,7 @@ class SessionMiddleware:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._cookies: CookiesMiddleware | None = None
         self._hooks: dict[str, Any] = {}
+        self.clock = time.monotonic  # benches, pauses and refreshes of this process
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
 
     @classmethod
@@ -423,11 +425,11 @@ class SessionMiddleware:
         state = self.domains.get(domain)
         if state is None:
             state = self.domains[domain] = DomainState(domain, pool)
-        now = time.monotonic()
+        now = self.clock()
         if state.loaded_at is not None and now - state.loaded_at < self.config.refresh:
             return state
         async with state.lock:
-            if state.loaded_at is not None and time.monotonic() - state.loaded_at < (
+            if state.loaded_at is not None and self.clock() - state.loaded_at < (
                 self.config.refresh
             ):
                 return state
@@ -439,17 +441,17 @@ class SessionMiddleware:
                 logger.warning(
                     "Sessions of %s not read, using what this worker has: %s", domain, exc
                 )
-                state.loaded_at = time.monotonic()
+                state.loaded_at = self.clock()
                 return state
             self._merge(state, records, health)
-            state.loaded_at = time.monotonic()
+            state.loaded_at = self.clock()
         return state
 
     def _merge(
         self, state: DomainState, records: list[SessionRecord], health: list[ProxyHealth]
     ) -> None:
         """Take what the backend holds (other workers' changes, or a previous run's)."""
-        now = time.monotonic()
+        now = self.clock()
         for h in health:
             if h.proxy not in self.config.pools.by_id:
                 continue
@@ -507,7 +509,7 @@ class SessionMiddleware:
             too_old = self.config.max_age and (
                 time.time() - session.record.created_at >= self.config.max_age
             )
-            benched = state.proxy_state(session.proxy.id).benched_until > time.monotonic()
+            benched = state.proxy_state(session.proxy.id).benched_until > self.clock()
             if not too_old and not benched:
                 return session
             self._retire_soon(session, "age" if too_old else "benched")
@@ -562,7 +564,7 @@ class SessionMiddleware:
     def _pick_proxy(self, state: DomainState, slot: int) -> Proxy | None:
         """The usable proxy of the pool that the domain's other sessions use least, the
         healthiest first; None when every one is benched."""
-        now = time.monotonic()
+        now = self.clock()
         in_use: dict[str, int] = {}
         for other in state.slots.values():
             if not other.retired:
@@ -578,13 +580,12 @@ class SessionMiddleware:
             key=lambda p: (in_use.get(p.id, 0), state.proxy_state(p.id).failures, order[p.id]),
         )
 
-    @staticmethod
-    def _usable(state: DomainState) -> bool:
-        now = time.monotonic()
+    def _usable(self, state: DomainState) -> bool:
+        now = self.clock()
         return any(state.proxy_state(p.id).benched_until <= now for p in state.pool)
 
     async def _defer(self, state: DomainState) -> None:
-        now = time.monotonic()
+        now = self.clock()
         left = min(state.proxy_state(p.id).benched_until for p in state.pool) - now
         left = max(left, 0.0)
         self.stats.inc_value("pricewatch/proxy/deferred")
@@ -737,7 +738,7 @@ class SessionMiddleware:
     def _succeeded(self, state: DomainState, proxy_id: str) -> None:
         local = state.proxy_state(proxy_id)
         local.failures = 0
-        if local.cooldown and local.benched_until <= time.monotonic() and not local.unbenching:
+        if local.cooldown and local.benched_until <= self.clock() and not local.unbenching:
             local.cooldown = 0.0
             local.unbenching = True
             self.stats.inc_value("pricewatch/proxy/unbenched")
@@ -762,7 +763,7 @@ class SessionMiddleware:
         block: bool = False,
     ) -> None:
         local = state.proxy_state(proxy_id)
-        now = time.monotonic()
+        now = self.clock()
         if local.benched_until > now:
             if retry_after is not None and now + retry_after > local.benched_until:
                 local.benched_until = now + retry_after  # the shop asks for longer
