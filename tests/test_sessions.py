@@ -319,6 +319,61 @@ async def test_a_failing_proxy_is_benched_probed_back_and_benched_longer(
     assert health[b].failures == 2 and health[a].ok == 1
 
 
+async def test_a_bench_written_late_never_lands_over_the_unbench_that_followed_it(
+    frontier_url: str, middlewares: list[SessionMiddleware]
+) -> None:
+    mw = build_middleware(frontier_url, PRICEWATCH_PROXY_BENCH_COOLDOWN=30.0)
+    middlewares.append(mw)
+    clock = Clock()
+    mw.clock = clock
+    bench, held = mw.store.bench, asyncio.Event()
+
+    async def slow_bench(*args: Any) -> float:
+        await held.wait()
+        return await bench(*args)
+
+    mw.store.bench = slow_bench  # type: ignore[method-assign]
+    for _ in range(2):
+        failing = await sent(mw)
+        mw.process_exception(failing, ConnectionRefusedError())
+    a = failing.meta[PROXY_META]
+    clock.now += 31  # the bench ended (its write still on its way): the probe succeeds
+    probe = await sent(mw)
+    assert probe.meta[PROXY_META] == a
+    answer(mw, probe)
+    asyncio.get_running_loop().call_later(0.2, held.set)
+    await settle(mw)
+    (health,) = [h for h in await mw.store.health(SHOP) if h.proxy == a]
+    assert health.cooldown == 0 and health.benched_for == 0 and health.benchings == 1
+
+
+async def test_a_flush_returns_once_the_flush_under_way_is_written(
+    frontier_url: str, middlewares: list[SessionMiddleware]
+) -> None:
+    mw = build_middleware(frontier_url)
+    middlewares.append(mw)
+    add_health, held, writes = mw.store.add_health, asyncio.Event(), []
+
+    async def slow_add_health(deltas: dict[tuple[str, str], HealthDelta]) -> None:
+        writes.append("start")
+        if len(writes) == 1:
+            await held.wait()  # the periodic flush's write, slow to land
+        await add_health(deltas)
+        writes.append("end")
+
+    mw.store.add_health = slow_add_health  # type: ignore[method-assign]
+    mw._count(SHOP, "aaaa0001", failures=1)
+    under_way = asyncio.ensure_future(mw.flush())
+    await asyncio.sleep(0)  # it took the counts and writes them
+    mw._count(SHOP, "aaaa0001", ok=1)
+    asyncio.get_running_loop().call_later(0.2, held.set)
+    await mw.flush()  # what the spider's close does: every count written when it returns
+    assert writes[:3] == ["start", "end", "start"]
+    await under_way
+    (health,) = await mw.store.health(SHOP)
+    assert (health.ok, health.failures) == (1, 1)
+
+
 async def test_a_blocked_session_is_retired_and_its_request_asked_again_elsewhere(
     frontier_url: str, middlewares: list[SessionMiddleware]
 ) -> None:

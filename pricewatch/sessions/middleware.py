@@ -204,6 +204,9 @@ class ProxyState:
     benched_until: float = 0.0
     cooldown: float = 0.0  # of the last bench; > 0 after a bench, until a success
     unbenching: bool = False
+    # One bench or unbench write at a time, in the order they were decided: a bench written
+    # late never lands over the unbench of the probe that followed it.
+    writing: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 @dataclass(slots=True)
@@ -298,6 +301,7 @@ class SessionMiddleware:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._cookies: CookiesMiddleware | None = None
         self._hooks: dict[str, Any] = {}
+        self._flushing = asyncio.Lock()  # a flush returns once every earlier one is written
         self.clock = time.monotonic  # benches, pauses and refreshes of this process
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
 
@@ -746,13 +750,15 @@ class SessionMiddleware:
             self._spawn(self._unbench(state, proxy_id))
 
     async def _unbench(self, state: DomainState, proxy_id: str) -> None:
+        local = state.proxy_state(proxy_id)
         try:
-            await self.store.unbench(state.domain, proxy_id)
+            async with local.writing:
+                await self.store.unbench(state.domain, proxy_id)
         except SessionStoreUnavailable as exc:
             self.stats.inc_value("pricewatch/sessions/store_failed")
             logger.warning("Proxy health not stored: %s", exc)
         finally:
-            state.proxy_state(proxy_id).unbenching = False
+            local.unbenching = False
 
     def _failed(
         self,
@@ -799,7 +805,8 @@ class SessionMiddleware:
         self, state: DomainState, proxy_id: str, seconds: float, cooldown: float
     ) -> None:
         try:
-            await self.store.bench(state.domain, proxy_id, seconds, cooldown)
+            async with state.proxy_state(proxy_id).writing:
+                await self.store.bench(state.domain, proxy_id, seconds, cooldown)
         except SessionStoreUnavailable as exc:
             self.stats.inc_value("pricewatch/sessions/store_failed")
             logger.warning("Proxy bench not stored (this worker keeps it): %s", exc)
@@ -867,20 +874,22 @@ class SessionMiddleware:
             await self.flush()
 
     async def flush(self) -> None:
-        """Write the health counts and the sessions' request counts gathered so far."""
-        deltas, self._health = self._health, {}
-        if deltas:
-            try:
-                await self.store.add_health(deltas)
-            except SessionStoreUnavailable as exc:
-                self.stats.inc_value("pricewatch/sessions/store_failed")
-                logger.warning("Proxy health counts not stored: %s", exc)
-        for session_id in list(self._dirty):
-            session = self.by_id.get(session_id)
-            if session is None:
-                self._dirty.discard(session_id)
-            else:
-                await self._save(session)
+        """Write the health counts and the sessions' request counts gathered so far (after
+        those of a flush already under way: when it returns, all of them are written)."""
+        async with self._flushing:
+            deltas, self._health = self._health, {}
+            if deltas:
+                try:
+                    await self.store.add_health(deltas)
+                except SessionStoreUnavailable as exc:
+                    self.stats.inc_value("pricewatch/sessions/store_failed")
+                    logger.warning("Proxy health counts not stored: %s", exc)
+            for session_id in list(self._dirty):
+                session = self.by_id.get(session_id)
+                if session is None:
+                    self._dirty.discard(session_id)
+                else:
+                    await self._save(session)
 
     async def _spider_closed(self) -> None:
         try:
