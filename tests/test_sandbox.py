@@ -665,6 +665,35 @@ async def test_slow_delays_only_its_host() -> None:
         assert time.monotonic() - started < 0.3
 
 
+async def test_hold_keeps_pages_waiting_until_switched_off() -> None:
+    async with running(shops=2, products=6) as (sb, client):
+        host, other = (s["host"] for s in sb.shops)
+        sb.control({"host": host, "mode": "hold"})
+        held = asyncio.ensure_future(_statuses(client, sb.urls(host=host)[:1]))
+        deadline = time.monotonic() + 30
+        while sb.control({})["modes"][host][0]["held"] < 1:
+            assert time.monotonic() < deadline, "the request never reached the sandbox"
+            await asyncio.sleep(0.01)
+        assert not held.done()
+        async with client.get(sb.shops[0]["base_url"] + "/robots.txt") as resp:
+            assert resp.status == 200  # never held
+        assert await _statuses(client, sb.urls(host=other)[:1]) == [200]
+        assert sb.stats()["hosts"][host]["in_flight"] == 1
+        sb.control({"host": host, "clear": "hold"})
+        assert await asyncio.wait_for(held, 30) == [200]
+        assert await _statuses(client, sb.urls(host=host)[1:2]) == [200]
+        # A duration ends the hold by itself; a sandbox stopping answers what it holds.
+        sb.control({"host": host, "mode": "hold", "duration": 0.3})
+        assert await asyncio.wait_for(_statuses(client, sb.urls(host=host)[2:3]), 30) == [200]
+        sb.control({"host": host, "mode": "hold"})
+        held = asyncio.ensure_future(_statuses(client, sb.urls(host=host)[3:4]))
+        while sb.control({})["modes"][host][0]["held"] < 1:
+            assert time.monotonic() < deadline, "the request never reached the sandbox"
+            await asyncio.sleep(0.01)
+        await asyncio.wait_for(sb.stop(), 30)
+        assert await asyncio.wait_for(held, 30) == [200]
+
+
 async def test_gone_answers_404_or_410_as_the_truth_says() -> None:
     async with running(shops=1, products=40) as (sb, client):
         sb.control({"mode": "gone", "fraction": 0.5})

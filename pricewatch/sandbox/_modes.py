@@ -3,7 +3,7 @@
 A mode is switched on by ``POST /_control {"host": "127.0.0.3", "mode": NAME, ...params}``
 (or ``--mode HOST=NAME:key=value,...`` on the command line) and lasts ``duration`` seconds
 (forever when omitted). Several modes may be on at once on one host; they are applied in
-the order ``slow``, ``drop``, ``ratelimit``, ``burst503``, ``challenge``, ``gone``,
+the order ``hold``, ``slow``, ``drop``, ``ratelimit``, ``burst503``, ``challenge``, ``gone``,
 ``loyalty``.
 
 Modes never touch ``/robots.txt``, the official API (``/api/products/{sku}``) or control
@@ -20,6 +20,10 @@ tolerance   ``concurrency`` page requests in flight accepted (1); one more arriv
             answered 429 at once (before any latency), with ``retry_after`` seconds (1).
             Set it again to change it while requests are in flight (peak hours);
             ``/_stats`` counts the 429s and the peak of accepted requests in flight
+hold        page requests wait, unanswered, until the mode is switched off (``"mode": null``
+            or ``"clear": "hold"``) or its ``duration`` ends; ``GET /_control`` counts
+            those waiting (``held``): a test holds a crawl's first requests until every
+            worker has some, or keeps a crawl alive while it restarts a backend
 burst503    ``burst`` 503s (3) at the start of every ``period`` requests (10),
             ``retry_after`` seconds (none)
 challenge   ``fraction`` of pages (1.0) replaced by a CAPTCHA wall, with ``status`` (200)
@@ -39,6 +43,7 @@ are described in ``pricewatch.sandbox._hostile``; they come after these in the o
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 import zlib
@@ -60,6 +65,7 @@ MODE_PARAMS: dict[str, dict[str, Any]] = {
         "per_source": False,
     },
     "tolerance": {"concurrency": 1, "retry_after": 1},
+    "hold": {},
     "burst503": {"burst": 3, "period": 10, "retry_after": None},
     "challenge": {"fraction": 1.0, "status": 200},
     "drop": {"fraction": 1.0},
@@ -69,7 +75,7 @@ MODE_PARAMS: dict[str, dict[str, Any]] = {
 }
 # tolerance is applied on arrival, before the latency and the others (sandbox/_server.py).
 ORDER: tuple[str, ...] = (
-    "tolerance", "slow", "drop", "ratelimit", "burst503", "challenge", "gone", "loyalty",
+    "tolerance", "hold", "slow", "drop", "ratelimit", "burst503", "challenge", "gone", "loyalty",
 )  # fmt: skip
 # The hostile pages (gzip bombs, trickles, endless redirects, ...) have their own module.
 MODE_PARAMS.update(_hostile.PARAMS)
@@ -91,10 +97,26 @@ class ActiveMode:
     # ratelimit with per_source: accepted request times per client address
     sources: dict[str, deque[float]] = field(default_factory=dict)
     tokens: set[str] = field(default_factory=set)  # loyalty: member tokens handed out
+    held: int = 0  # hold: requests waiting for the mode to end
+    ended: asyncio.Event = field(default_factory=asyncio.Event)  # set when switched off
 
     def to_json(self) -> dict[str, Any]:
         left = None if self.expires is None else max(0.0, self.expires - time.monotonic())
-        return {"mode": self.name, **self.params, "remaining": left, "seen": self.seen}
+        out = {"mode": self.name, **self.params, "remaining": left, "seen": self.seen}
+        if self.name == "hold":
+            out["held"] = self.held
+        return out
+
+    async def hold(self) -> None:
+        """Wait until this mode is switched off or its duration ends."""
+        left = None if self.expires is None else self.expires - time.monotonic()
+        self.held += 1
+        try:
+            await asyncio.wait_for(self.ended.wait(), left)
+        except TimeoutError:
+            pass
+        finally:
+            self.held -= 1
 
 
 def _number(name: str, key: str, value: Any, *, minimum: float = 0.0) -> float:
@@ -195,21 +217,25 @@ class Modes:
         expires = None if duration is None else time.monotonic() + duration
         rng = random.Random(f"pricewatch-sandbox:{self._seed}:{host}:{name}")
         mode = ActiveMode(name=name, params=params, expires=expires, rng=rng)
+        old = self._hosts[host].get(name)
+        if old is not None:
+            old.ended.set()
         self._hosts[host][name] = mode
         return mode
 
     def clear(self, host: str, name: str | None = None) -> None:
-        if name is None:
-            self._hosts[host].clear()
-        else:
-            self._hosts[host].pop(name, None)
+        modes = self._hosts[host]
+        for key in list(modes) if name is None else [name]:
+            mode = modes.pop(key, None)
+            if mode is not None:
+                mode.ended.set()
 
     def active(self, host: str) -> list[ActiveMode]:
         """The modes on ``host`` in application order; expired ones are switched off here."""
         modes = self._hosts[host]
         now = time.monotonic()
         for name in [n for n, m in modes.items() if m.expires is not None and m.expires <= now]:
-            del modes[name]
+            modes.pop(name).ended.set()
         return [modes[name] for name in ORDER if name in modes]
 
     def get(self, host: str, name: str) -> ActiveMode | None:

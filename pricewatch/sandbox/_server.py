@@ -208,6 +208,8 @@ class Sandbox:
         return self._poisson.log(by_key.__getitem__)
 
     async def stop(self) -> None:
+        for shop in self._shops:  # held requests are answered, not left to the shutdown
+            self._modes.clear(shop.host)
         runners, self._runners = self._runners, []
         await asyncio.gather(*(runner.cleanup() for runner in runners))
 
@@ -507,7 +509,9 @@ class Sandbox:
         for mode in self._modes.active(shop.host):
             mode.seen += 1
             p = mode.params
-            if mode.name == "slow":
+            if mode.name == "hold":
+                await mode.hold()
+            elif mode.name == "slow":
                 await asyncio.sleep(p["delay"])
             elif mode.name == "drop":
                 if mode.rng.random() < p["fraction"]:
