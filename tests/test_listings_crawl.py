@@ -4,6 +4,7 @@ sandbox's listings (pricewatch/sandbox/_listings.py), counted at the server."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import time
@@ -11,10 +12,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .fixtures.sandbox import SandboxProcess
 from .helpers import scrapy, scrapy_env, start_scrapy
 
 FAST = ["-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=False"]
+SYSTEM_CHROMIUM = "/usr/lib/chromium/chromium"
+needs_chromium = pytest.mark.skipif(
+    not os.access(SYSTEM_CHROMIUM, os.X_OK), reason="Debian's chromium is not installed"
+)
 
 
 def add(
@@ -277,6 +284,7 @@ def test_listings_on_the_redis_frontier(
     assert missing.returncode == 3
 
 
+@needs_chromium
 def test_scroll_endpoint_only_the_browser_sees_is_found_saved_and_followed(
     sandbox_factory: Any, tmp_path: Path
 ) -> None:
@@ -337,3 +345,21 @@ def test_scroll_endpoint_only_the_browser_sees_is_found_saved_and_followed(
     assert "/listing/config.json" not in fetched and fetched["/listing/scroll-js"] == 1
     assert sum(fetched.values()) == 6
     print(f"crawl with the browser's discovery {first:.1f}s, with the saved endpoint {second:.1f}s")
+
+
+def test_without_a_browser_a_scroll_page_without_endpoint_fails_saying_so(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    sb = sandbox_factory(shops=1, products=5)
+    url = sb.base_url + "/listing/scroll-js"
+    env = scrapy_env(tmp_path, PLAYWRIGHT_BROWSERS_PATH=str(tmp_path / "none"))
+    add(tmp_path, url, "scroll", env=env)
+    absent = str(tmp_path / "absent")
+    record = crawl(tmp_path, "-s", f"PRICEWATCH_BROWSER_SYSTEM_CHROMIUM={absent}", env=env)
+    assert record["pricewatch/listing/end/failed"] == 1
+    assert [k for k in record if k.startswith(("playwright/", "pricewatch/browser/"))] == []
+    assert "pricewatch/listing/browser_pages" not in record
+    error = listings(tmp_path, env)[url]["last"]["error"]
+    assert error.startswith("no JSON endpoint in the page's markup, and no browser to find one")
+    assert error.endswith("give --endpoint")
+    assert category(sb)["fetched"] == {"/listing/scroll-js": 1}
