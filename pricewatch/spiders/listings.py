@@ -293,6 +293,8 @@ class ListingSpider(Spider):
         try:
             page = response.meta.get("playwright_page")
             if page is not None:
+                # Opened pages, as the router counts a product's (and release() closed ones).
+                self._inc("pricewatch/browser/pages")
                 await capture.wait(page, self.browser_wait)
         finally:
             await router.release(response.meta)
