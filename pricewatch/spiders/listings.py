@@ -12,10 +12,10 @@ traversal that ends ``done`` retires the products its listing stopped listing
 A ``scroll`` page that names no JSON endpoint in its markup (none configured, none saved)
 is loaded once more, through the browser, and the endpoint is taken from the JSON the page
 itself requests (:mod:`pricewatch.listings.xhr`); it is then followed over plain HTTP and
-saved with the traversal state, so later traversals do not start the browser.
+saved with the traversal state, so later traversals do not start the browser. The page is
+watched for at most the browser router's ``PRICEWATCH_BROWSER_WAIT_TIMEOUT``.
 
 Settings (defaults and when to change them: ``pricewatch/settings.py``):
-``PRICEWATCH_BROWSER_WAIT_TIMEOUT`` (how long a page loaded for its endpoint is watched),
 ``PRICEWATCH_LISTING_CONCURRENCY``, ``PRICEWATCH_LISTING_LEASE_TTL``,
 ``PRICEWATCH_LISTING_MAX_PAGES``, ``PRICEWATCH_LISTING_RETRY_DELAY``,
 ``PRICEWATCH_LISTING_MAX_FAILURES``, ``PRICEWATCH_LISTING_DELIST_AFTER``; Scrapy's
@@ -113,7 +113,6 @@ class ListingSpider(Spider):
         spider.delist_after = s.getint("PRICEWATCH_LISTING_DELIST_AFTER")
         spider.max_size = s.getint("DOWNLOAD_MAXSIZE")
         spider.max_url_length = s.getint("URLLENGTH_LIMIT")
-        spider.browser_wait = s.getfloat("PRICEWATCH_BROWSER_WAIT_TIMEOUT")
         for name, value, low in (
             ("PRICEWATCH_LISTING_CONCURRENCY", spider.concurrency, 1),
             ("PRICEWATCH_LISTING_MAX_PAGES", spider.max_pages, 1),
@@ -125,7 +124,6 @@ class ListingSpider(Spider):
         for name, fvalue in (
             ("PRICEWATCH_LISTING_LEASE_TTL", spider.ttl),
             ("PRICEWATCH_LISTING_RETRY_DELAY", spider.retry_delay),
-            ("PRICEWATCH_BROWSER_WAIT_TIMEOUT", spider.browser_wait),
         ):
             if fvalue <= 0:
                 raise ValueError(f"{name} must be > 0, got {fvalue}")
@@ -143,7 +141,6 @@ class ListingSpider(Spider):
     delist_after: int
     max_size: int
     max_url_length: int
-    browser_wait: float
     resources: CrawlResources
     store: ListingStore
     active: dict[str, Walk]
@@ -295,7 +292,7 @@ class ListingSpider(Spider):
             if page is not None:
                 # Opened pages, as the router counts a product's (and release() closed ones).
                 self._inc("pricewatch/browser/pages")
-                await capture.wait(page, self.browser_wait)
+                await capture.wait(page, router.wait_timeout)
         finally:
             await router.release(response.meta)
         found = capture.endpoint()
