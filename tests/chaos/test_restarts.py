@@ -10,6 +10,7 @@ which restarts one backend alone (``tests/test_frontier_outage.py``,
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,14 +33,20 @@ CRAWL = [
 ]
 
 
-def product_fetches(shop: SandboxProcess) -> int:
-    hosts = shop.stats()["hosts"].values()
-    return sum(n for h in hosts for path, n in h["paths"].items() if path.startswith("/products/"))
+def product_fetches(shop: SandboxProcess, host: str) -> int:
+    paths = shop.stats()["hosts"][host]["paths"]
+    return sum(n for path, n in paths.items() if path.startswith("/products/"))
 
 
-def wait_until(condition: object, timeout: float = 60) -> None:
+def held(shop: SandboxProcess, host: str) -> int:
+    """Page requests of ``host`` that the sandbox's ``hold`` mode keeps waiting."""
+    return sum(m.get("held", 0) for m in shop.control()["modes"][host])
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {timeout:g}s for {what}"
         time.sleep(0.05)
 
 
@@ -49,22 +56,42 @@ def test_redis_and_postgres_restarted_mid_crawl(
 ) -> None:
     shop = SandboxProcess(sandbox_args(port=0, seed=41, shops=2, products=12, latency="200-400"))
     try:
-        shop.control(host=shop.shops[0]["host"], mode="inject", fraction=0.5)
+        free, holding = (s["host"] for s in shop.shops)
+        shop.control(host=free, mode="inject", fraction=0.5)
         urls = shop.urls()
         env = scrapy_env(
             tmp_path, PRICEWATCH_FRONTIER_URL=private_redis.url, PRICEWATCH_STORE_URL=cluster.url
         )
         (tmp_path / "seeds.txt").write_text("\n".join(urls) + "\n")
         assert scrapy(tmp_path, "seed", "seeds.txt", env=env).returncode == 0
-        crawl = start_scrapy(tmp_path, "crawl", "products", *CRAWL, env=env)
-        wait_until(lambda: product_fetches(shop) >= 4)
+        # One shop holds its pages while a backend goes down, so the crawl is under way
+        # (a lease in hand, the other shop fetched) at each stop, however slow the machine;
+        # released during the outage, the held page's completion or store write fails.
+        # (Held fetches stay within DOWNLOAD_TIMEOUT, which is above the waits.)
+        shop.control(host=holding, mode="hold")
+        crawl = start_scrapy(
+            tmp_path, "crawl", "products", *CRAWL, "-s", "DOWNLOAD_TIMEOUT=120", env=env
+        )
+        wait_until(
+            lambda: product_fetches(shop, free) >= 4 and held(shop, holding) >= 1,
+            "4 pages fetched and one held",
+            timeout=90,  # the crawl's start-up included
+        )
         assert crawl.poll() is None, "the crawl ended before Redis was stopped"
         private_redis.stop()
+        shop.control(host=holding, clear="hold")
         time.sleep(2)
+        shop.control(host=holding, mode="hold")
         private_redis.start()
-        wait_until(lambda: len(stored_prices(cluster.url)) >= 12 or crawl.poll() is not None)
+        # Claiming again after the outage, with half the SKUs stored.
+        wait_until(
+            lambda: len(stored_prices(cluster.url)) >= 12 and held(shop, holding) >= 1,
+            "12 SKUs stored and a page held after Redis came back",
+            timeout=90,
+        )
         assert crawl.poll() is None, "the crawl ended before PostgreSQL was stopped"
         cluster.stop()
+        shop.control(host=holding, clear="hold")
         time.sleep(2)
         cluster.start()
         _, err = crawl.communicate(timeout=150)
