@@ -15,7 +15,7 @@ import pytest
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from pricewatch.drift import DriftConfig, DriftMonitor, MassChanges
+from pricewatch.drift import STEPS, DriftConfig, DriftMonitor, MassChanges, _Window
 from pricewatch.driftstate import drift_states_from_settings
 from pricewatch.frontier import Completion, Lease
 from pricewatch.outcomes import Outcome
@@ -185,3 +185,28 @@ def test_a_broken_shop_drifts_alone_and_a_mass_reprice_is_held(
     assert stats["pricewatch/quarantine/held/mass_change"] == len(shop.urls(host=repriced)) - 9
     shown = frontier(tmp_path, env, "--domain", repriced)
     assert f"drifting: {repriced}: mass_change rate" in shown
+
+
+def test_a_busy_domain_s_window_holds_steps_not_events() -> None:
+    """An hour of a domain at 50 outcomes a second is 180,000 events; the window keeps one
+    entry per label and step, and its counts and baseline stay exact to within one step."""
+    window = _Window()
+    seconds = 3600.0
+    now = 1000.0
+    for i in range(180_000):
+        now = 1000.0 + i / 50
+        window.add(now, "no_price" if i % 10 == 0 else "ok", seconds)
+    assert len(window.events) <= 2 * STEPS + 2
+    assert window.counts["no_price"] + window.counts["ok"] >= 180_000 - 50 * seconds / STEPS
+    reading = window.read("no_price", 20)
+    assert reading is not None and reading.rate == pytest.approx(0.1, abs=0.001)
+    assert reading.baseline_from.startswith("the first 20")
+    # Half an hour later the first half has left the window and is the baseline.
+    for i in range(90_000):
+        window.add(now + (i + 1) / 50, "ok", seconds)
+    reading = window.read("no_price", 20)
+    assert reading is not None
+    assert window.before["no_price"] + window.before["ok"] >= 90_000 - 50 * seconds / STEPS
+    assert reading.baseline == pytest.approx(0.1, abs=0.001)
+    assert reading.rate == pytest.approx(0.05, abs=0.002)
+    assert len(window.events) <= 2 * STEPS + 2
