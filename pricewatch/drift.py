@@ -3,8 +3,9 @@ the crawler, or move all at once, is noticed within one window, per domain.
 
 Every lease's outcome (signal ``leases_completed``) and every observation the store
 compares with a published offer are counted per domain over a rolling window of
-``PRICEWATCH_DRIFT_WINDOW`` seconds (to within a step of 1/360 of it). With at least ``PRICEWATCH_DRIFT_MIN_SAMPLE`` events
-in the window, a rate at or over its threshold raises an alarm:
+``PRICEWATCH_DRIFT_WINDOW`` seconds (to within a step of 1/360 of it). With at least
+``PRICEWATCH_DRIFT_MIN_SAMPLE`` events in the window, a rate at or over its threshold
+raises an alarm:
 
 ================= =================================================== ========================
 kind              rate of                                             setting PRICEWATCH_DRIFT_

@@ -16,7 +16,8 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from pricewatch.browser._identity import PageIdentity, payload_identity
@@ -25,8 +26,37 @@ from pricewatch.extract import Offer, extract_offer_from_json
 
 logger = logging.getLogger(__name__)
 
-_XHR_TYPES = frozenset({"xhr", "fetch"})
-MAX_JSON_BYTES = 2 * 1024 * 1024
+XHR_TYPES = frozenset({"xhr", "fetch"})  # the resource types of a page's own API calls
+MAX_JSON_BYTES = 2 * 1024 * 1024  # a JSON answer larger than this is not read
+
+
+def too_large(headers: Mapping[str, str]) -> bool:
+    """A response whose (lower-cased) headers announce more than ``MAX_JSON_BYTES``."""
+    length = headers.get("content-length")
+    return length is not None and length.isdigit() and int(length) > MAX_JSON_BYTES
+
+
+class BodyReads:
+    """The response bodies a page's ``response`` handler is reading; ``idle`` is set while
+    it reads none, so a waiter knows every response seen so far has been read."""
+
+    __slots__ = ("_count", "idle")
+
+    def __init__(self) -> None:
+        self._count = 0
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        self._count += 1
+        self.idle.clear()
+        try:
+            yield
+        finally:
+            self._count -= 1
+            if not self._count:
+                self.idle.set()
 
 
 def _has_price_field(data: Any) -> bool:
@@ -53,16 +83,14 @@ class XhrCapture:
         self.candidates: list[tuple[Offer, list[object], list[object], list[str]]] = []
         self._found = asyncio.Event()
         self._new = asyncio.Event()  # a candidate arrived
-        self._reading = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._reads = BodyReads()
 
     @property
     def enabled(self) -> bool:
         return self.patterns is None or bool(self.patterns)
 
     def wanted(self, url: str, resource_type: str, content_type: str) -> bool:
-        if resource_type not in _XHR_TYPES:
+        if resource_type not in XHR_TYPES:
             return False
         if self.patterns is not None:
             return any(p.search(url) for p in self.patterns)
@@ -79,25 +107,17 @@ class XhrCapture:
                 response.url, request.resource_type, headers.get("content-type", "")
             ):
                 return
-            if response.status >= 400:
-                return
-            length = headers.get("content-length")
-            if length is not None and length.isdigit() and int(length) > MAX_JSON_BYTES:
+            if response.status >= 400 or too_large(headers):
                 return
         except Exception:  # a page closed under us: nothing to read
             return
-        self._reading += 1
-        self._idle.clear()
-        try:
-            body = await response.body()
-            data = json.loads(body)
-            self._read(data)
-        except Exception as exc:  # closed page, bad JSON, anything: the DOM is the fallback
-            logger.debug("Ignoring a JSON response of %s: %r", self.url, exc)
-        finally:
-            self._reading -= 1
-            if not self._reading:
-                self._idle.set()
+        with self._reads.reading():
+            try:
+                body = await response.body()
+                data = json.loads(body)
+                self._read(data)
+            except Exception as exc:  # closed page, bad JSON, anything: the DOM is the fallback
+                logger.debug("Ignoring a JSON response of %s: %r", self.url, exc)
 
     def _read(self, data: Any) -> None:
         if self.patterns is None and not product_like(data):
@@ -152,4 +172,4 @@ class XhrCapture:
 
     async def settled(self) -> None:
         """Returns once no JSON response is being read (those already seen are done)."""
-        await self._idle.wait()
+        await self._reads.idle.wait()

@@ -26,14 +26,13 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
+from pricewatch.browser.capture import MAX_JSON_BYTES, XHR_TYPES, BodyReads, too_large
 from pricewatch.frontier._entries import domain_of
 from pricewatch.listings.model import Listing
 from pricewatch.listings.parse import Item, parse_json
 
 logger = logging.getLogger(__name__)
 
-_XHR_TYPES = frozenset({"xhr", "fetch"})
-MAX_JSON_BYTES = 2 * 1024 * 1024
 _SHOWN = 3  # responses named in the reason of a page without an endpoint
 
 
@@ -57,15 +56,13 @@ class EndpointCapture:
         self.items = items
         self.seen: list[Seen] = []
         self.skipped = 0  # JSON answers to other methods than GET: not replayable as a cursor
-        self._reading = 0
-        self._settled = asyncio.Event()
-        self._settled.set()
+        self._reads = BodyReads()
 
     async def on_response(self, response: Any) -> None:
         """The page's ``response`` event handler; never raises."""
         try:
             request = response.request
-            if request.resource_type not in _XHR_TYPES:
+            if request.resource_type not in XHR_TYPES:
                 return
             headers = response.headers  # lower-cased names
             if "json" not in headers.get("content-type", "").lower() or response.status >= 400:
@@ -73,24 +70,18 @@ class EndpointCapture:
             if request.method != "GET":
                 self.skipped += 1
                 return
-            length = headers.get("content-length")
-            if length is not None and length.isdigit() and int(length) > MAX_JSON_BYTES:
+            if too_large(headers):
                 return
             url = response.url
         except Exception:  # a page closed under us: nothing to read
             return
-        self._reading += 1
-        self._settled.clear()
-        try:
-            body = await response.body()
-            if len(body) <= MAX_JSON_BYTES:
-                self.read(url, body)
-        except Exception as exc:  # closed page, anything: this response is not the endpoint
-            logger.debug("Ignoring a JSON response of %s: %r", self.listing.url, exc)
-        finally:
-            self._reading -= 1
-            if not self._reading:
-                self._settled.set()
+        with self._reads.reading():
+            try:
+                body = await response.body()
+                if len(body) <= MAX_JSON_BYTES:
+                    self.read(url, body)
+            except Exception as exc:  # closed page, anything: this response is not the endpoint
+                logger.debug("Ignoring a JSON response of %s: %r", self.listing.url, exc)
 
     def read(self, url: str, body: bytes) -> None:
         """One JSON response of the page, as a cursor page."""
@@ -107,7 +98,7 @@ class EndpointCapture:
         with suppress(Exception):
             await page.wait_for_load_state("networkidle", timeout=seconds * 1000)
         with suppress(TimeoutError):
-            await asyncio.wait_for(self._settled.wait(), max(deadline - loop.time(), 0.0))
+            await asyncio.wait_for(self._reads.idle.wait(), max(deadline - loop.time(), 0.0))
 
     def endpoint(self) -> Seen | None:
         """The response that is the endpoint (see the module docstring), or None."""
