@@ -6,7 +6,8 @@
 
 Every figure is measured in this run, so the ratios hold however loaded the machine is.
 
-1. Zero latency, one sandbox host: ``--pages`` product pages crawled by a bare Scrapy spider
+1. Zero latency, one sandbox host: ``--pages`` product pages of about ``--page-kb`` KB (50,
+   as shops' pages weigh; 0 for the sandbox's own ~26 KB) crawled by a bare Scrapy spider
    (``scrapy runspider``: parse the page's JSON-LD price, nothing else) and by ``scrapy crawl
    products`` with pricewatch's default ``PRICEWATCH_*`` settings, both with
    ``CONCURRENT_REQUESTS=64``, ``CONCURRENT_REQUESTS_PER_DOMAIN=64``, ``DOWNLOAD_DELAY=0``
@@ -280,7 +281,10 @@ def servers_run(urls: list[str], args: argparse.Namespace) -> Run:
 
 
 def zero_latency(args: argparse.Namespace) -> list[Run]:
-    sandbox = Sandbox("--shops", "1", "--products", str(args.pages), "--seed", "11")
+    sandbox = Sandbox(
+        "--shops", "1", "--products", str(args.pages), "--seed", "11",
+        "--page-kb", str(args.page_kb),
+    )  # fmt: skip
     try:
         urls = sandbox.urls()[: args.pages]
         sizes = [len(sandbox.get(u[len(sandbox.shops[0]["base_url"]) :])) for u in urls[:20]]
@@ -404,6 +408,7 @@ def _line(run: Run) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, default=3000, help="zero-latency pages (3000)")
+    parser.add_argument("--page-kb", type=int, default=50, help="zero-latency page size (50)")
     parser.add_argument("--hosts", type=int, default=20, help="latency-case hosts (20)")
     parser.add_argument("--per-host", type=int, default=100, help="latency-case pages per host")
     parser.add_argument("--latency", default="300-900", help="latency-case ms (300-900)")

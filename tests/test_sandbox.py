@@ -543,11 +543,39 @@ def test_background_sandbox_from_sync_code() -> None:
     assert time.monotonic() - started < 2
 
 
+async def test_page_kb_pads_product_pages_with_reviews_and_keeps_the_offer() -> None:
+    # Benchmarks weigh pages like shops' (~50 KB): more reviews, the same offer and markup.
+    async with running(seed=5, shops=1, products=12) as (light, client):
+        async with running(seed=5, shops=1, products=12, page_kb=50) as (heavy, _):
+            assert strip_base(light.truth()) == strip_base(heavy.truth())
+            for url, rec in heavy.truth().items():
+                if rec["js"]:
+                    continue
+                path = urlsplit(url).path
+                async with client.get(url) as resp:
+                    body = await resp.read()
+                async with client.get(light.shops[0]["base_url"] + path) as resp:
+                    plain = await resp.read()
+                assert 48 * 1024 <= len(body) <= 60 * 1024, (url, len(body))
+                assert len(plain) < len(body)
+                tree = lxml_html.fromstring(body)
+                assert len(tree.xpath("//li[@class='review']")) > len(
+                    lxml_html.fromstring(plain).xpath("//li[@class='review']")
+                )
+                # The offer the page carries is the one the light page carries.
+                base, light_base = heavy.shops[0]["base_url"], light.shops[0]["base_url"]
+                heavy_ld = [t.replace(base, light_base) for t in tree.xpath(LD_XPATH)]
+                assert heavy_ld == lxml_html.fromstring(plain).xpath(LD_XPATH)
+                assert rec["price"]
+
+
 def test_constructor_rejects_bad_options() -> None:
     with pytest.raises(ValueError, match="latency"):
         Sandbox(latency="900-300")
     with pytest.raises(ValueError, match="products must be >= 1, got 0"):
         Sandbox(products=0)
+    with pytest.raises(ValueError, match="page_kb must be 0-4096, got -1"):
+        Sandbox(page_kb=-1)
     with pytest.raises(ValueError, match="host_base must be an IPv4 address, got '127.0.0.x'"):
         Sandbox(host_base="127.0.0.x")
     with pytest.raises(ValueError, match="127.0.0.0/8, got '10.0.0.2'"):

@@ -179,13 +179,14 @@ class Product:
     related: list[int] = field(default_factory=list)  # indexes of recommended products
     case: str = ""  # a trust case of ``_trust.CASES`` ("" = an ordinary product page)
 
-    def details(self) -> Details:
-        """Description, specifications and reviews: filler that makes pages weigh like a shop's.
+    def details(self, extra_reviews: int = 0) -> Details:
+        """Description, specifications and reviews: filler that makes pages weigh like a shop's;
+        ``extra_reviews`` more reviews on top (heavier pages, same offer).
 
         Generated on each call (not kept: 10,000 products would hold ~100 MB of text);
         pages are cached by the server instead.
         """
-        return _details(self)
+        return _details(self, extra_reviews)
 
 
 @dataclass(slots=True)
@@ -252,7 +253,7 @@ def _paragraph(rng: random.Random) -> str:
     return " ".join(_sentence(rng, rng.randint(8, 16)) for _ in range(rng.randint(4, 7)))
 
 
-def _details(product: Product) -> Details:
+def _details(product: Product, extra_reviews: int = 0) -> Details:
     prng = random.Random(product.text_key)
     reviews = [
         Review(
@@ -262,6 +263,16 @@ def _details(product: Product) -> Details:
             body=_paragraph(prng),
         )
         for _ in range(prng.randint(3, 7))
+    ]
+    more = random.Random(f"{product.text_key}:more")
+    reviews += [
+        Review(
+            author=more.choice(_REVIEWERS),
+            rating=more.randint(1, 5),
+            title=_sentence(more, more.randint(3, 6)).rstrip("."),
+            body=_paragraph(more),
+        )
+        for _ in range(extra_reviews)
     ]
     specs = [
         ("Brand", product.brand),

@@ -288,12 +288,26 @@ def _reviews(details: Details) -> str:
     return f'<section class="reviews">{heading}<ul>{items}</ul></section>'
 
 
-def product_page(shop: Shop, product: Product, recommendations: str = "plain") -> str:
+def product_page(
+    shop: Shop, product: Product, recommendations: str = "plain", min_kb: int = 0
+) -> str:
     """An HTML product page carrying the offer in ``product.markup`` (or the trust case's
     own markup, see ``_trust``); ``recommendations`` is the style of its "Customers also
-    bought" block (``_trust.RECOMMENDATIONS``)."""
+    bought" block (``_trust.RECOMMENDATIONS``). With ``min_kb``, more reviews bring the
+    page to about that many KB (heavier pages, the same offer)."""
     if product.markup == JS_MARKUP:
         return js_product_page(shop, product, recommendations=recommendations)
+    details = product.details()
+    page = _product_page(shop, product, recommendations, details)
+    missing = min_kb * 1024 - len(page.encode())
+    if missing > 0:
+        per_review = max(len(_reviews(details).encode()) // max(len(details.reviews), 1), 200)
+        extra = -(-missing // per_review)
+        page = _product_page(shop, product, recommendations, product.details(extra))
+    return page
+
+
+def _product_page(shop: Shop, product: Product, recommendations: str, details: Details) -> str:
     microdata = product.markup == "microdata"
     scope = ""
     offer_open = offer_close = ""
@@ -313,7 +327,6 @@ def product_page(shop: Shop, product: Product, recommendations: str = "plain") -
         f'alt="{escape(product.name)} view {i + 1}" width="600" height="600">'
         for i in range(3)
     )
-    details = product.details()
     specs = "".join(f"<tr><th>{k}</th><td>{escape(v)}</td></tr>" for k, v in details.specs)
     description = "".join(f"<p>{escape(p)}</p>" for p in details.description)
     cart_disabled = "" if product.availability == IN_STOCK else " disabled"

@@ -108,6 +108,7 @@ class Sandbox:
         cases: bool = False,
         currencies: Iterable[str] = (),
         poisson: str | None = None,
+        page_kb: int = 0,
     ) -> None:
         if shops < 0 or js_shops < 0 or shops + js_shops < 1:
             raise ValueError(f"shops + js_shops must be >= 1, got {shops} + {js_shops}")
@@ -121,6 +122,8 @@ class Sandbox:
             raise ValueError(f"host_base must leave every shop in 127.0.0.0/8, got {host_base!r}")
         if not 0 <= port < 65536:
             raise ValueError(f"port must be 0-65535, got {port}")
+        if not 0 <= page_kb <= 4096:
+            raise ValueError(f"page_kb must be 0-4096, got {page_kb}")
         self.seed = seed
         self._n_shops = shops
         self._n_products = products
@@ -137,6 +140,7 @@ class Sandbox:
                 f"recommendations must be one of {_trust.RECOMMENDATIONS}, got {recommendations!r}"
             )
         self._recommendations = recommendations  # style of the "also bought" blocks
+        self._page_kb = page_kb  # HTML product pages padded to about this size (0: as made)
         self._cases = cases  # the trust cases of ``_trust`` appended to every shop
         self._currencies = tuple(currencies)
         for code in self._currencies:
@@ -564,7 +568,7 @@ class Sandbox:
                     and request.cookies.get(p["cookie"]) in mode.tokens
                 ):
                     member = replace(product, price=loyalty_price(product.price, p["discount"]))
-                    text = _pages.product_page(shop, member, self._recommendations)
+                    text = _pages.product_page(shop, member, self._recommendations, self._page_kb)
                     return web.Response(text=text, content_type="text/html")
             elif mode.name == "gone":
                 product = shop.by_path.get(request.path)
@@ -626,9 +630,11 @@ class Sandbox:
         if self._poisson is not None:
             self._poisson_fetched(shop, product)
         if self._glitching(product):
-            text = _pages.product_page(shop, _trust.glitched(product), recs)
+            text = _pages.product_page(shop, _trust.glitched(product), recs, self._page_kb)
             return web.Response(text=text, content_type="text/html")
-        return self._html(shop, product.path, lambda: _pages.product_page(shop, product, recs))
+        return self._html(
+            shop, product.path, lambda: _pages.product_page(shop, product, recs, self._page_kb)
+        )
 
     def _poisson_fetched(self, shop: Shop, product: Product) -> None:
         """Apply the price changes due by now to a product about to be served."""

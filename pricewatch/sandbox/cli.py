@@ -88,6 +88,14 @@ def add_arguments(parser: argparse._ActionsContainer) -> None:
         "prices in JS-only pages' static HTML too) (default: mixed)",
     )
     parser.add_argument(
+        "--page-kb",
+        type=int,
+        default=0,
+        metavar="KB",
+        help="HTML product pages padded with more reviews to about KB kilobytes, the same "
+        "offer (default: 0, pages as generated, ~20-50 KB)",
+    )
+    parser.add_argument(
         "--cases",
         action="store_true",
         help="append the trust cases to every shop: price-on-request pages with invalid "
@@ -160,6 +168,7 @@ def sandbox_from_args(args: argparse.Namespace) -> Sandbox:
         currencies=[c.strip().upper() for c in args.currencies.split(",") if c.strip()],
         modes=[*args.mode, *args.control],
         poisson=args.poisson,
+        page_kb=args.page_kb,
     )
 
 
