@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -246,41 +246,91 @@ def _mentions_url(node: dict[str, Any], cand: Candidate, url: str) -> bool:
     return bool(sku and len(sku) >= 4 and sku.lower() in url.lower())
 
 
-def product_candidates(data: Any, url: str, source: str) -> list[Candidate]:
-    """Candidates for every top-level product in ``data``, the page's own product first.
+def product_candidates(
+    data: Any, url: str, source: str, title: Callable[[], str | None] | None = None
+) -> list[Candidate]:
+    """Candidates for every top-level product in ``data`` (one payload, or a list of the
+    page's scripts with ``page_products``), the page's own product first."""
+    return page_products([data], url, source, title)
+
+
+def page_products(
+    payloads: list[Any], url: str, source: str, title: Callable[[], str | None] | None = None
+) -> list[Candidate]:
+    """Candidates for every top-level product of the page's ``payloads`` (its JSON-LD
+    scripts, in document order), the page's own product first.
 
     Products inside lists (``ItemList``, ``isRelatedTo``, ``isSimilarTo``...) are other
-    products and left out. The own product (``own``) is the one whose URL or SKU the page
-    URL names, else the first one; its offer speaks for the page even when its price is
-    invalid (see ``core``)."""
-    scored: list[tuple[int, int, Candidate]] = []
+    products and left out. The own product (``own``) is decided over the whole page, not
+    per script: the one whose URL or SKU the page URL names; else, when several products
+    are left, the one named like the page's ``title`` (the product's ``<h1>``: a "deal of
+    the day" or a recommended product in a script of its own is not the page's product);
+    else the first. Its offer speaks for the page even when its price is invalid (see
+    ``core``). Other products that are the same product (same SKU, GTIN or name: the same
+    product written by two plugins) are own too; every other product is another product's
+    reading and never supplies the page's price."""
+    products: list[Candidate] = []
     offers_only: list[Candidate] = []
-    order = 0
-    for node, in_list in walk(data):
-        kinds = types_of(node)
-        order += 1
-        if kinds & _PRODUCT_TYPES or ("offers" in node and not kinds & _OFFER_TYPES):
-            if in_list:
-                continue  # another product: a list, a related or similar item
-            cand = _product_or_group(node, url, source)
-            cand.rank = 0 if _mentions_url(node, cand, url) else 1
-            scored.append((cand.rank, order, cand))
-        elif kinds & _OFFER_TYPES and not in_list:
-            cand = Candidate(source=source, rank=5)
-            read_offer(node, cand)
-            offers_only.append(cand)
-    if scored:
-        min(scored, key=lambda item: (item[0], item[1]))[2].own = True
-    for _, _, cand in scored:
-        if cand.price is None and not cand.own:
-            cand.rank += 1
-    scored.sort(key=lambda item: (item[2].rank, item[1]))
-    out = [cand for _, _, cand in scored]
-    if not any(c.price is not None for c in out):
-        if offers_only and not any(c.own for c in out):
-            offers_only[0].own = True
-        out.extend(offers_only)
-    return out
+    for data in payloads:
+        for node, in_list in walk(data):
+            kinds = types_of(node)
+            if kinds & _PRODUCT_TYPES or ("offers" in node and not kinds & _OFFER_TYPES):
+                if in_list:
+                    continue  # another product: a list, a related or similar item
+                cand = _product_or_group(node, url, source)
+                cand.rank = 0 if _mentions_url(node, cand, url) else 1
+                products.append(cand)
+            elif kinds & _OFFER_TYPES and not in_list:
+                cand = Candidate(source=source, rank=5)
+                read_offer(node, cand)
+                offers_only.append(cand)
+    if products:
+        own = _own_product(products, title)
+        for cand in products:
+            cand.own = cand is own or same_product(cand, own)
+            if cand.price is None and not cand.own:
+                cand.rank += 1
+    order = {id(cand): index for index, cand in enumerate(products)}
+    products.sort(key=lambda c: (not c.own, c.rank, order[id(c)]))
+    if not any(c.price is not None for c in products) and offers_only:
+        # An offer written apart from its product (an @graph node the product refers to
+        # by @id, or offer markup without a product): the page's own offer.
+        offers_only[0].own = True
+        products.extend(offers_only)
+    return products
+
+
+def _own_product(products: list[Candidate], title: Callable[[], str | None] | None) -> Candidate:
+    best = min(c.rank for c in products)
+    left = [c for c in products if c.rank == best]
+    if len(left) > 1 and title is not None:
+        heading = title()
+        named = [c for c in left if names_match(c.name, heading)]
+        if named:
+            return named[0]
+    return left[0]
+
+
+def _normal_name(text: str | None) -> str:
+    return " ".join((text or "").split()).casefold()
+
+
+def names_match(name: str | None, title: str | None) -> bool:
+    """``name`` and the page's ``title`` name the same product: equal, or one holds the
+    other ("Galaxy S24" in "Samsung Galaxy S24 128 GB"), ignoring case and spacing."""
+    a, b = _normal_name(name), _normal_name(title)
+    if len(a) < 3 or len(b) < 3:
+        return False
+    return a == b or a in b or b in a
+
+
+def same_product(a: Candidate, b: Candidate) -> bool:
+    """Two readings of one product: the same SKU, GTIN or name."""
+    if a.sku and b.sku:
+        return a.sku.strip().lower() == b.sku.strip().lower()
+    if a.gtin and b.gtin:
+        return a.gtin == b.gtin
+    return bool(a.name and b.name and _normal_name(a.name) == _normal_name(b.name))
 
 
 def _product_or_group(node: dict[str, Any], url: str, source: str) -> Candidate:

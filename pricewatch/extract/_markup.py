@@ -20,6 +20,7 @@ from pricewatch.extract._candidate import (
     normalise_availability,
     valid_gtin,
 )
+from pricewatch.extract._jsonld import names_match
 from pricewatch.extract._money import PRICE_MISSING, parse_machine, read_machine
 from pricewatch.extract._region import Region
 from pricewatch.extract._tree import text_of
@@ -131,8 +132,9 @@ def _is_regular(el: Any) -> bool:
 def microdata_candidates(scoped: list[Any], loose: list[Any], region: Region) -> list[Candidate]:
     """Readings of the item scopes in ``scoped`` (elements with ``itemscope``, document
     order) inside the product's ``region``; the ``loose`` price/availability properties
-    when no scope is a product or an offer. The first product scope (else the first offer
-    scope, else the loose properties) is the page's own product (``own``)."""
+    when no scope is a product or an offer. The first product scope that is the page's own
+    product (:func:`_anchored`; else the first offer scope outside other products, else
+    the loose properties) is ``own``."""
     out: list[Candidate] = []
     scoped = [el for el in scoped if not region.excludes(el)]
     products = [
@@ -140,14 +142,26 @@ def microdata_candidates(scoped: list[Any], loose: list[Any], region: Region) ->
         for el in scoped
         if _is_product_scope(el) and not any(_is_product_scope(a) for a in el.iterancestors())
     ]
+    foreign = set()
     for scope in products[:5]:
-        cand = Candidate(source="microdata", own=not out)
+        cand = Candidate(source="microdata")
         _fill(cand, _scoped_props(scope))
+        if not _anchored(scope, cand.name, region):
+            # Another product's scope (an accessory, a "bought together" item) that the
+            # region's names did not cut out: neither it nor its offers speak for the page.
+            foreign.add(scope)
+            continue
+        cand.own = not out
         if cand.useful() or cand.price_problem:
             out.append(cand)
     if out:
         return out
-    offers = [el for el in scoped if "Offer" in (el.get("itemtype") or "")]
+    offers = [
+        el
+        for el in scoped
+        if "Offer" in (el.get("itemtype") or "")
+        and not any(a in foreign for a in el.iterancestors())
+    ]
     for scope in offers[:3]:
         cand = Candidate(source="microdata", own=not out)
         _fill(cand, _scoped_props(scope))
@@ -178,15 +192,24 @@ _RDFA_PROPS = {
 
 def rdfa_candidates(with_property: list[Any], region: Region) -> list[Candidate]:
     """RDFa-lite readings of the non-meta elements with a ``property`` attribute, inside
-    the product's ``region``."""
+    the product's ``region`` and, when they sit in a ``typeof`` product, in the page's own
+    product (see :func:`_anchored`)."""
     nodes = []
+    verdicts: dict[Any, bool] = {}
     for el in with_property:
         prop = el.get("property") or ""
         if prop.startswith(("og:", "product:")):
             continue
         if "rice" in prop or "vailability" in prop or "sku" in prop or "gtin" in prop:
-            if not region.excludes(el):
-                nodes.append(el)
+            if region.excludes(el):
+                continue
+            scope = _rdfa_product(el)
+            if scope is not None:
+                if scope not in verdicts:
+                    verdicts[scope] = _anchored(scope, _rdfa_name(scope), region)
+                if not verdicts[scope]:
+                    continue
+            nodes.append(el)
     if not nodes:
         return []
     cand = Candidate(source="microdata", own=True)
@@ -200,6 +223,40 @@ def rdfa_candidates(with_property: list[Any], region: Region) -> list[Candidate]
             )
             _apply(cand, name, el)
     return [cand] if cand.useful() or cand.price_problem else []
+
+
+def _anchored(scope: Any, name: str | None, region: Region) -> bool:
+    """The product scope ``scope`` (named ``name``) is the page's own product: it holds the
+    product's title (the page's ``<h1>``, or the element naming the product), or its name
+    is the title's. A scope doing neither describes another product (a "bought together"
+    item, an add-on, an accessory card the region's names did not cut out), whose price
+    must never stand for the page's. A page without a title keeps every scope."""
+    title = region.title
+    if title is None or scope is title:
+        return True
+    if any(ancestor is scope for ancestor in title.iterancestors()):
+        return True
+    return names_match(name, text_of(title, 300))
+
+
+def _rdfa_product(el: Any) -> Any | None:
+    """The nearest RDFa ``typeof`` product element above ``el``, if any."""
+    for ancestor in el.iterancestors():
+        kind = ancestor.get("typeof")
+        if kind is not None:
+            if "roduct" in kind:
+                return ancestor
+            if "Offer" not in kind:
+                return None
+    return None
+
+
+def _rdfa_name(scope: Any) -> str | None:
+    for el in scope.iterdescendants():
+        if isinstance(el.tag, str) and (el.get("property") or "").rsplit(":", 1)[-1] == "name":
+            if _rdfa_product(el) is scope:
+                return clean_text(prop_value(el))
+    return None
 
 
 def opengraph_candidate(metas: list[Any]) -> Candidate | None:

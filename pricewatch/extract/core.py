@@ -34,7 +34,7 @@ import lxml.etree
 from pricewatch.currency import CurrencyHints, currency_hints, resolve_currency
 from pricewatch.extract._candidate import Candidate
 from pricewatch.extract._ids import sku_from_code_label, sku_from_inputs, sku_from_url
-from pricewatch.extract._jsonld import load_json, product_candidates
+from pricewatch.extract._jsonld import load_json, page_products
 from pricewatch.extract._markup import (
     microdata_candidates,
     opengraph_candidate,
@@ -150,11 +150,14 @@ def _extract(
         elif el.tag != "meta" or not (el.get("property") or "").startswith(("og:", "product:")):
             with_property.append(el)
 
-    for text in scripts:
-        data = load_json(text)
-        if data is not None:
-            structured.extend(product_candidates(data, url, "jsonld"))
-    structured.sort(key=lambda c: c.rank)  # stable: document order within a rank
+    def heading() -> str | None:
+        # The page's <h1>, to tell its own product among several in JSON-LD (the element
+        # is not kept: the region's title is decided later, with every reading known).
+        h1 = product_title(headings)
+        return text_of(h1, 300) if h1 is not None else None
+
+    payloads = [data for data in map(load_json, scripts) if data is not None]
+    structured.extend(page_products(payloads, url, "jsonld", heading))
     if not scoped and not any(c.price is not None for c in structured):
         # Microdata properties outside any item scope (broken but common markup).
         loose = [
@@ -360,9 +363,10 @@ def _no_price(ruled: Candidate | None, structured: list[Candidate]) -> Candidate
 def _chosen(
     ruled: Candidate | None, structured: list[Candidate], visible: VisibleReading
 ) -> Candidate:
-    """The reading whose price is kept: the operator's rule, else structured data checked
-    against the visible page, else a clear visible price; filled from the others."""
-    priced = [c for c in structured if c.price is not None]
+    """The reading whose price is kept: the operator's rule, else the page's own structured
+    data checked against the visible page, else a clear visible price; filled from the
+    others. Structured readings of other products (``own`` false) never supply it."""
+    priced = [c for c in structured if c.price is not None and c.own]
     chosen: Candidate | None = None
     if ruled is not None and ruled.price is not None:
         chosen = ruled

@@ -1,0 +1,194 @@
+"""Only the page's own product supplies its price: example tables of pages where another
+product's structured reading stood in for it.
+
+The cases came from probing extraction with shop pages none of the corpus has: a JSON-LD
+product without offers next to a recommended product in a script of its own, a "deal of the
+day" script before the product's, an empty JSON-LD price beside a two-item "bought together"
+block in microdata, RDFa add-on cards, an accessory card's microdata on a page whose product
+has none. Each "another product" case stored the other product's price before the own-product
+rules (``_jsonld.page_products``, ``_markup._anchored``, ``core._chosen``).
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from pricewatch.extract import extract_offer
+
+URL = "https://shop.example.com/p/8841"
+TITLE = "Aurora Standing Desk 160"
+
+
+def ld(data: dict[str, Any]) -> str:
+    return f"<script type='application/ld+json'>{json.dumps(data)}</script>"
+
+
+def ld_product(name: str, offers: dict[str, Any] | None = None, **extra: Any) -> str:
+    data: dict[str, Any] = {"@context": "https://schema.org", "@type": "Product", "name": name}
+    data.update(extra)
+    if offers is not None:
+        data["offers"] = offers
+    return ld(data)
+
+
+def ld_offer(price: Any, currency: str = "EUR") -> dict[str, Any]:
+    return {
+        "@type": "Offer",
+        "price": price,
+        "priceCurrency": currency,
+        "availability": "https://schema.org/InStock",
+    }
+
+
+def page(head: str = "", box: str = "", below: str = "", header: str = "") -> bytes:
+    """A shop page: ``header`` inside <header>, the product's ``box`` beside its <h1>, and
+    ``below`` after the buy box inside the product's <main>."""
+    return (
+        "<!DOCTYPE html><html lang='en'><head><title>" + TITLE + " | Office Shop</title>"
+        f"{head}</head><body><header><a href='/'>Office Shop</a>{header}</header>"
+        f"<main class='product'><div class='buybox'><h1>{TITLE}</h1>{box}</div>{below}</main>"
+        "<footer>Imprint</footer></body></html>"
+    ).encode()
+
+
+BUY = "<form action='/cart'><button type='submit'>Add to cart</button></form>"
+SHOWN = "<p class='price'>1.299,00 €</p>" + BUY
+ON_REQUEST = "<p class='price-note'>Please contact us for a quote</p>"
+
+
+def bought_together_microdata(prices: tuple[str, ...] = ("79.00", "24.50")) -> str:
+    items = "".join(
+        f"<div itemscope itemtype='https://schema.org/Product'><span itemprop='name'>Cable "
+        f"tray {n}</span><div itemprop='offers' itemscope itemtype='https://schema.org/Offer'>"
+        f"<meta itemprop='price' content='{price}'><meta itemprop='priceCurrency' "
+        f"content='EUR'><span>{price.replace('.', ',')} €</span></div></div>"
+        for n, price in enumerate(prices, 1)
+    )
+    return f"<div class='fbt'><h3>Often ordered with it</h3>{items}</div>"
+
+
+ADDON_RDFA = "".join(
+    f"<div class='extra' vocab='https://schema.org/' typeof='Product'><span property='name'>"
+    f"Monitor arm {n}</span><span property='offers' typeof='Offer'><span property='price' "
+    f"content='{price}'>{price} €</span><meta property='priceCurrency' content='EUR'></span>"
+    "</div>"
+    for n, price in ((1, "34.99"), (2, "24.99"))
+)
+
+ACCESSORY_CARD = (
+    "<aside class='extra'><div itemscope itemtype='https://schema.org/Product'>"
+    "<a href='/p/77' itemprop='url'><span itemprop='name'>Desk mat</span></a>"
+    "<div itemprop='offers' itemscope itemtype='https://schema.org/Offer'>"
+    "<meta itemprop='price' content='29.90'><meta itemprop='priceCurrency' content='EUR'>"
+    "<span>29,90 €</span></div></div></aside>"
+)
+
+# What the own product's structured data says, and what the page carries besides it: none of
+# these pages gives the product a price of its own, so whatever comes out must not be one of
+# the other products' prices.
+OTHER_PRODUCTS_ONLY = {
+    "ld-without-offers, recommended product in its own script": page(
+        head=ld_product(TITLE, sku="AUR-160")
+        + ld_product("Monitor light bar", ld_offer("349.00"), sku="ML-2"),
+        box=ON_REQUEST,
+    ),
+    "ld-price-empty, two-item bought-together microdata": page(
+        head=ld_product(TITLE, ld_offer(""), sku="AUR-160"),
+        box=ON_REQUEST,
+        below=bought_together_microdata(),
+    ),
+    "ld-price-missing, rdfa add-on cards": page(
+        head=ld_product(TITLE, {"@type": "Offer", "priceCurrency": "EUR"}, sku="AUR-160"),
+        box=ON_REQUEST,
+        below=ADDON_RDFA,
+    ),
+}
+
+
+@pytest.mark.parametrize("body", list(OTHER_PRODUCTS_ONLY.values()), ids=list(OTHER_PRODUCTS_ONLY))
+def test_another_products_structured_price_never_stands_in(body: bytes) -> None:
+    offer = extract_offer(body, URL)
+    price = offer.price if offer is not None else None
+    assert price not in {Decimal(p) for p in ("349.00", "79.00", "24.50", "34.99", "24.99")}
+    assert price is None
+
+
+def test_an_invalid_own_price_is_refused_with_its_reason_beside_other_products() -> None:
+    body = OTHER_PRODUCTS_ONLY["ld-price-empty, two-item bought-together microdata"]
+    offer = extract_offer(body, URL)
+    assert offer is not None and offer.price is None
+    assert offer.no_price_reason == "price_missing"
+
+
+# Pages whose own product does have a price, shown or structured, beside another product's
+# structured reading: the own one is read.
+OWN_PRICE = {
+    "accessory card microdata, product's price shown": (
+        page(box=SHOWN, below=ACCESSORY_CARD),
+        "1299.00",
+    ),
+    "deal-of-the-day script before the product's": (
+        page(
+            head=ld_product("Ergonomic chair Basic", ld_offer("99.00"), sku="ECB-1")
+            + ld_product(TITLE, ld_offer("1299.00"), sku="AUR-160"),
+            header="<div class='deal'>Deal of the day: Ergonomic chair Basic 99,00 €</div>",
+            box=SHOWN,
+        ),
+        "1299.00",
+    ),
+    "same product written twice, the first without offers": (
+        page(
+            head=ld_product(TITLE, sku="AUR-160", aggregateRating={"ratingValue": 4.6})
+            + ld_product(TITLE, ld_offer("1299.00"), sku="AUR-160"),
+            box=SHOWN,
+        ),
+        "1299.00",
+    ),
+    "graph product whose offer is a node of its own": (
+        page(
+            head=ld(
+                {
+                    "@context": "https://schema.org",
+                    "@graph": [
+                        {"@type": "Product", "@id": "#p", "name": TITLE, "offers": {"@id": "#o"}},
+                        {"@id": "#o", **ld_offer("1299.00")},
+                    ],
+                }
+            ),
+            box=SHOWN,
+        ),
+        "1299.00",
+    ),
+    "microdata scope around the title": (
+        page(
+            box="<div itemprop='offers' itemscope itemtype='https://schema.org/Offer'>"
+            "<meta itemprop='price' content='1299.00'><meta itemprop='priceCurrency' "
+            "content='EUR'><p class='price'>1.299,00 €</p></div>" + BUY,
+        ).replace(
+            b"<div class='buybox'>",
+            b"<div class='buybox' itemscope itemtype='https://schema.org/Product'>",
+        ),
+        "1299.00",
+    ),
+    "microdata scope beside the title, named like it": (
+        page(
+            box="<div itemscope itemtype='https://schema.org/Product'>"
+            f"<meta itemprop='name' content='{TITLE}'><div itemprop='offers' itemscope "
+            "itemtype='https://schema.org/Offer'><meta itemprop='price' content='1299.00'>"
+            "<meta itemprop='priceCurrency' content='EUR'><p>1.299,00 €</p></div></div>" + BUY,
+            below=bought_together_microdata(),
+        ),
+        "1299.00",
+    ),
+}
+
+
+@pytest.mark.parametrize(("body", "price"), list(OWN_PRICE.values()), ids=list(OWN_PRICE))
+def test_the_own_products_price_is_read_beside_other_products(body: bytes, price: str) -> None:
+    offer = extract_offer(body, URL)
+    assert offer is not None
+    assert (offer.price, offer.currency) == (Decimal(price), "EUR")
