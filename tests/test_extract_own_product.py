@@ -57,7 +57,7 @@ def page(head: str = "", box: str = "", below: str = "", header: str = "") -> by
 
 BUY = "<form action='/cart'><button type='submit'>Add to cart</button></form>"
 SHOWN = "<p class='price'>1.299,00 €</p>" + BUY
-ON_REQUEST = "<p class='price-note'>Please contact us for a quote</p>"
+ON_REQUEST = "<p class='price-note'>Price on request</p>"
 
 
 def bought_together_microdata(prices: tuple[str, ...] = ("79.00", "24.50")) -> str:
@@ -192,3 +192,58 @@ def test_the_own_products_price_is_read_beside_other_products(body: bytes, price
     offer = extract_offer(body, URL)
     assert offer is not None
     assert (offer.price, offer.currency) == (Decimal(price), "EUR")
+
+
+# Visible-only pages whose own box withholds the price, with other amounts nearby: a
+# recommendation or two (too few to read as a card list), a deposit, an add-on.
+TWO_CARDS = (
+    "<div class='look'><h3>Complete the look</h3>"
+    "<div class='tile'><a href='/p/5'>Desk lamp</a><span class='price'>145,00 €</span></div>"
+    "<div class='tile'><a href='/p/6'>Cable box</a><span class='price'>39,00 €</span></div></div>"
+)
+WITHHELD = {
+    "price on request, two recommended tiles": f"<p>Price on request</p>{TWO_CARDS}",
+    "preis auf anfrage, two recommended tiles": f"<p>Preis auf Anfrage</p>{TWO_CARDS}",
+    "prix sur demande, a deposit": (
+        "<p>Prix sur demande</p><p>Acompte de réservation <span class='deposit'>500,00 €</span></p>"
+    ),
+    "log in to see prices, one tile": (
+        "<div class='price-box'><a href='/login'>Log in to see prices</a></div>"
+        "<div class='extra'><a href='/p/5'>Desk lamp</a><span class='mini-price'>24,00 €</span>"
+        "</div>"
+    ),
+    "price slot in words, one tile": (
+        f"<div class='product-price'>Available to registered trade customers</div>{TWO_CARDS}"
+    ),
+}
+
+
+@pytest.mark.parametrize("box", list(WITHHELD.values()), ids=list(WITHHELD))
+def test_a_withheld_price_is_no_price_whatever_else_the_page_shows(box: str) -> None:
+    offer = extract_offer(page(box=box), URL)
+    assert offer is None or offer.price is None
+    assert offer is not None and offer.no_price_reason == "price_on_request"
+
+
+ADD_ON = (
+    "<label><input type='checkbox' name='kit'> Add a cleaning kit "
+    "<span class='money'>25,00 €</span></label>"
+)
+
+
+@pytest.mark.parametrize(
+    ("box", "price"),
+    [
+        pytest.param(f"<p>Made to order, ask us for a quote.</p>{ADD_ON}", None, id="add-on-only"),
+        pytest.param(f"{SHOWN}{ADD_ON}", "1299.00", id="add-on-beside-the-price"),
+        pytest.param(
+            f"{SHOWN}<p>Ordering 50 or more? <a href='/quote'>Request a quote</a></p>",
+            "1299.00",
+            id="bulk-quote-beside-the-price",
+        ),
+    ],
+)
+def test_an_add_on_price_is_never_the_products(box: str, price: str | None) -> None:
+    offer = extract_offer(page(box=box), URL)
+    got = offer.price if offer is not None else None
+    assert got == (Decimal(price) if price else None)

@@ -68,6 +68,9 @@ PRICE_NOT_FINITE = "price_not_finite"  # NaN, Infinity
 PRICE_OUT_OF_RANGE = "price_out_of_range"  # 1e400, 1e12: an id or an overflow
 PRICE_EXPONENT = "price_exponent"  # "1e-2", "1.5E+2": nobody writes prices so
 PRICE_NOT_A_NUMBER = "price_not_a_number"  # "call for price", "", a list of junk
+# The product's own buy box withholds the price ("price on request", "log in to see
+# prices") and no structured offer of its own gives one: no visible amount stands in.
+PRICE_WITHHELD = "price_on_request"
 # Nothing on the page gave a price (and no structured offer of its own refused one).
 NOT_FOUND = "not_found"
 REASONS = (
@@ -77,6 +80,7 @@ REASONS = (
     PRICE_OUT_OF_RANGE,
     PRICE_EXPONENT,
     PRICE_NOT_A_NUMBER,
+    PRICE_WITHHELD,
 )
 
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+import lxml.etree
+
 from pricewatch.currency import CurrencyHints, resolve_currency
 from pricewatch.extract._candidate import Candidate, clean_text
 from pricewatch.extract._ids import code_from_label, looks_like_label
@@ -282,7 +284,7 @@ def _score(el: Any, text: str, level: int, order: int, hints: CurrencyHints) -> 
         return None
     own_names = _names(el)
     near, struck, concealed, far = _ancestry(el)
-    if concealed:
+    if concealed or _option_label(el):
         return None
     tag = el.tag if isinstance(el.tag, str) else ""
     style = el.get("style") or ""
@@ -326,6 +328,21 @@ def _score(el: Any, text: str, level: int, order: int, hints: CurrencyHints) -> 
     # Nearness to the title: the scan's level is how far it climbed from the <h1>.
     score += max(0.0, 4.0 - level)
     return _Cand(amount, text, currency, score, regular, level, order, el, vat)
+
+
+_OPTION_INPUTS = frozenset({"checkbox", "radio"})
+
+
+def _option_label(el: Any) -> bool:
+    """``el`` sits in the label of a checkbox or radio button: the price of an add-on, a
+    service or an option ("Add a care kit £25.00"), not the product's."""
+    for _, ancestor in zip(range(4), el.iterancestors(), strict=False):
+        if ancestor.tag == "label":
+            return any(
+                (field.get("type") or "").lower() in _OPTION_INPUTS
+                for field in ancestor.iter("input")
+            )
+    return False
 
 
 def _vat_kind(said: str) -> str | None:
@@ -575,6 +592,107 @@ def named_title(root: Any, names: list[str]) -> Any:
         if best is None or key > best_key:
             best, best_key = el, key
     return best
+
+
+# Wording by which a product's own box withholds its price, in the languages of the shops
+# seen: any price read elsewhere on such a page is another product's, a deposit, a fee.
+# "Request a quote" alone is not here: priced B2B pages offer quotes for bulk orders.
+_WITHHELD = re.compile(
+    r"price (?:up)?on (?:request|application|enquiry)|prices? (?:available )?on request|"
+    r"call (?:us )?for (?:a |the |our )?pric|contact us for (?:a |the |our )?pric|"
+    r"(?:log ?in|sign in|register)(?: now)? (?:to|for) (?:see|view|get|show)?\s*(?:the |our )?"
+    r"(?:price|pricing)|request (?:a |the )?price|ask for (?:a |the )?price|"
+    r"(?:dealer|trade|wholesale)(?:s)? (?:only|pricing)|\bP\.?O\.?A\.?\b|"
+    r"preis auf anfrage|auf anfrage|preis anfragen|prix sur (?:demande|devis)|"
+    r"prix (?:à|a) (?:demander|la demande)|precio (?:a|bajo) (?:consultar|pedido|demanda)|"
+    r"consultar precio|prezzo su richiesta|prezzo a richiesta|prijs op aanvraag|op aanvraag|"
+    r"cena na (?:zapytanie|vyžádání|dotaz)|pris på (?:forespørsel|förfrågan|forespørgsel)",
+    re.I,
+)
+# Levels above the title that still hold the product's own box, and elements read there.
+_WITHHELD_LEVELS = 3
+_WITHHELD_BUDGET = 400
+
+
+def price_withheld(region: Region) -> bool:
+    """The product's own block (a few levels above its title, outside other products and
+    page chrome) says its price is given on request or to logged-in buyers only: in words
+    (:data:`_WITHHELD`), or its price slot, the price-named elements nearest the title,
+    holds words and no amount ("Price available after login", "Preis nur für Händler")."""
+    title = region.title
+    if title is None:
+        return False
+    scope = title
+    slot_decided = False
+    for _ in range(_WITHHELD_LEVELS):
+        parent = scope.getparent()
+        if parent is None or parent.tag == "body":
+            break
+        if not slot_decided:
+            slots = [
+                el
+                for child in parent
+                if child is not scope
+                for el in child.iter()
+                if isinstance(el.tag, str) and _price_slot(el, region) and not _in_card(el, child)
+            ]
+            if slots:
+                slot_decided = True
+                texts = [" ".join(text_of(el, 200).split()) for el in slots]
+                if not any(_DIGIT.search(t) for t in texts) and any(
+                    sum(ch.isalpha() for ch in t) >= 4 for t in texts
+                ):
+                    return True
+        scope = parent
+    for index, el in enumerate(scope.iter()):
+        if index >= _WITHHELD_BUDGET:
+            break
+        if not isinstance(el.tag, str) or el.tag in ("script", "style"):
+            continue
+        for text in (el.text, el.tail if el is not scope else None):
+            if text and len(text) < 300 and _WITHHELD.search(text):
+                # The tail belongs to the parent's box, which holds the element.
+                owner = el if text is el.text else el.getparent()
+                if owner is not None and not region.excludes(owner) and not hidden(owner):
+                    return True
+    return False
+
+
+def _price_slot(el: Any, region: Region) -> bool:
+    """``el``, beside the title's branch, is named as the product's price (not a list
+    price, a unit price, a fee, nor a price inside another product's item scope)."""
+    names = _names(el)
+    return bool(
+        names
+        and _NAME_PRICE.search(names)
+        and not _NAME_REGULAR.search(names)
+        and not _NAME_EXCLUDE.search(names)
+        and not region.excludes(el)
+        and not any(_product_item(a) for a in el.iterancestors())
+        and not hidden(el)
+    )
+
+
+_LINK = lxml.etree.XPath("boolean(descendant-or-self::a[@href])")
+
+
+def _in_card(el: Any, top: Any) -> bool:
+    """``el`` sits in a box (up to ``top``) that links elsewhere: a tile of another
+    product, not the product's own price slot."""
+    node = el
+    while node is not None:
+        if _LINK(node):
+            return True
+        if node is top:
+            return False
+        node = node.getparent()
+    return False
+
+
+def _product_item(el: Any) -> bool:
+    """``el`` opens a microdata or RDFa product item (another product's, beside the title)."""
+    kind = el.get("itemtype") if el.get("itemscope") is not None else el.get("typeof")
+    return kind is not None and "roduct" in kind
 
 
 def read_visible(root: Any, hints: CurrencyHints, region: Region) -> VisibleReading:

@@ -40,7 +40,7 @@ from pricewatch.extract._markup import (
     opengraph_candidate,
     rdfa_candidates,
 )
-from pricewatch.extract._money import PRICE_MISSING, parse_amount
+from pricewatch.extract._money import PRICE_MISSING, PRICE_WITHHELD, parse_amount
 from pricewatch.extract._region import Region
 from pricewatch.extract._stock import (
     buy_controls,
@@ -49,7 +49,13 @@ from pricewatch.extract._stock import (
     sold_out_wording,
 )
 from pricewatch.extract._tree import parse, text_of
-from pricewatch.extract._visible import VisibleReading, named_title, product_title, read_visible
+from pricewatch.extract._visible import (
+    VisibleReading,
+    named_title,
+    price_withheld,
+    product_title,
+    read_visible,
+)
 from pricewatch.extract.offer import Offer
 from pricewatch.extract.rules import Rules, apply_rules
 
@@ -300,6 +306,11 @@ def decide(
     """Pick the price by evidence and assemble the offer."""
     refusal = _refused_price(ruled, structured)
     chosen = _no_price(ruled, structured) if refusal else _chosen(ruled, structured, visible)
+    if chosen.source == "visible" and chosen.price is not None and price_withheld(region):
+        # No structured price of its own, and its box withholds the price: whatever amount
+        # the page shows is another product's, a deposit or a fee.
+        refusal = PRICE_WITHHELD
+        chosen = _no_price(ruled, structured)
     if chosen.price is not None:
         _add_list_price(chosen, visible, root, region)
     sku = _identifier(chosen, visible, root, url, region)
