@@ -225,6 +225,27 @@ def test_a_withheld_price_is_no_price_whatever_else_the_page_shows(box: str) -> 
     assert offer is not None and offer.no_price_reason == "price_on_request"
 
 
+def test_a_placeholder_markup_price_the_page_does_not_show_is_withheld_too() -> None:
+    # The template's 0.01 in JSON-LD; the buy box says the price is given on application.
+    body = page(head=ld_product(TITLE, ld_offer("0.01")), box="<p>Price on application</p>")
+    offer = extract_offer(body, URL)
+    assert offer is not None and offer.price is None
+    assert offer.no_price_reason == "price_on_request"
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        pytest.param("", id="visible-only"),
+        pytest.param(ld_product(TITLE, ld_offer("1299.00")), id="jsonld"),
+    ],
+)
+def test_an_option_on_request_beside_a_shown_price_withholds_nothing(head: str) -> None:
+    box = f"{SHOWN}<p class='note'>Custom sizes: price on request</p>"
+    offer = extract_offer(page(head=head, box=box), URL)
+    assert offer is not None and offer.price == Decimal("1299.00")
+
+
 ADD_ON = (
     "<label><input type='checkbox' name='kit'> Add a cleaning kit "
     "<span class='money'>25,00 €</span></label>"

@@ -616,34 +616,36 @@ _WITHHELD_BUDGET = 400
 
 def price_withheld(region: Region) -> bool:
     """The product's own block (a few levels above its title, outside other products and
-    page chrome) says its price is given on request or to logged-in buyers only: in words
-    (:data:`_WITHHELD`), or its price slot, the price-named elements nearest the title,
-    holds words and no amount ("Price available after login", "Preis nur für Händler")."""
+    page chrome) withholds its price: its price slot, the price-named elements nearest the
+    title outside other products' tiles, holds words and no amount ("Price available after
+    login", "Preis nur für Händler"); or, with no slot showing an amount, the block says in
+    words (:data:`_WITHHELD`) that the price is given on request or to logged-in buyers.
+    A slot showing an amount withholds nothing ("Custom sizes: price on request" beside
+    the price of the standard one)."""
     title = region.title
     if title is None:
         return False
     scope = title
-    slot_decided = False
+    slot_shows_amount: bool | None = None
     for _ in range(_WITHHELD_LEVELS):
         parent = scope.getparent()
         if parent is None or parent.tag == "body":
             break
-        if not slot_decided:
-            slots = [
-                el
+        if slot_shows_amount is None:
+            texts = [
+                " ".join(text_of(el, 200).split())
                 for child in parent
                 if child is not scope
                 for el in child.iter()
                 if isinstance(el.tag, str) and _price_slot(el, region) and not _in_card(el, child)
             ]
-            if slots:
-                slot_decided = True
-                texts = [" ".join(text_of(el, 200).split()) for el in slots]
-                if not any(_DIGIT.search(t) for t in texts) and any(
-                    sum(ch.isalpha() for ch in t) >= 4 for t in texts
-                ):
+            if texts:
+                slot_shows_amount = any(_DIGIT.search(t) for t in texts)
+                if not slot_shows_amount and any(sum(ch.isalpha() for ch in t) >= 4 for t in texts):
                     return True
         scope = parent
+    if slot_shows_amount:
+        return False
     for index, el in enumerate(scope.iter()):
         if index >= _WITHHELD_BUDGET:
             break

@@ -306,9 +306,15 @@ def decide(
     """Pick the price by evidence and assemble the offer."""
     refusal = _refused_price(ruled, structured)
     chosen = _no_price(ruled, structured) if refusal else _chosen(ruled, structured, visible)
-    if chosen.source == "visible" and chosen.price is not None and price_withheld(region):
-        # No structured price of its own, and its box withholds the price: whatever amount
-        # the page shows is another product's, a deposit or a fee.
+    if (
+        chosen.price is not None
+        and chosen.source != "rule"
+        and (chosen.source == "visible" or chosen.price not in visible.amounts)
+        and price_withheld(region)
+    ):
+        # The product's box withholds the price: whatever amount the page shows is another
+        # product's, a deposit or a fee, and a markup price the page does not show is a
+        # placeholder (0.01, 1.00) of the shop's template.
         refusal = PRICE_WITHHELD
         chosen = _no_price(ruled, structured)
     if chosen.price is not None:
