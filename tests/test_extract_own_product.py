@@ -268,3 +268,74 @@ def test_an_add_on_price_is_never_the_products(box: str, price: str | None) -> N
     offer = extract_offer(page(box=box), URL)
     got = offer.price if offer is not None else None
     assert got == (Decimal(price) if price else None)
+
+
+# A sold-out choice is not a sold-out product: a size's radio button beside its label, a
+# colour chip, one of the product's microdata offers; and the real sell-out still reads.
+RADIO_SIZES = (
+    "<ul class='choices'>"
+    + "".join(
+        f"<li><input type='radio' name='s' value='{s}'><label>{s}</label></li>" for s in "SML"
+    )
+    + "<li><input type='radio' name='s' value='XL' disabled><label>XL</label>"
+    "<span class='stock-msg'>Sold out</span></li></ul>"
+)
+COLOUR_CHIPS = (
+    "<div class='colours'><span class='chip'>Green</span>"
+    "<span class='chip chip--out'>Orange <em class='stock-flag'>Out of stock</em></span></div>"
+)
+MICRODATA_SIZES = (
+    "<div itemscope itemtype='https://schema.org/Product'>"
+    f"<meta itemprop='name' content='{TITLE}'>"
+    + "".join(
+        f"<div itemprop='offers' itemscope itemtype='https://schema.org/Offer'>"
+        f"<meta itemprop='price' content='1299.00'><meta itemprop='priceCurrency' content='EUR'>"
+        f"<link itemprop='availability' href='https://schema.org/{state}'></div>"
+        for state in ("OutOfStock", "InStock", "InStock")
+    )
+    + "</div>"
+)
+DISABLED_UNTIL_CHOSEN = (
+    "<form action='/cart'><button type='submit' disabled>Add to cart</button></form>"
+    "<p>Please choose a size</p>"
+)
+
+
+@pytest.mark.parametrize(
+    ("head", "box", "state"),
+    [
+        pytest.param(
+            ld_product(TITLE, ld_offer("1299.00")),
+            "<p class='price'>1.299,00 €</p>" + RADIO_SIZES + DISABLED_UNTIL_CHOSEN,
+            "InStock",
+            id="size-radio-sold-out-button-disabled-until-chosen",
+        ),
+        pytest.param("", SHOWN + COLOUR_CHIPS, "InStock", id="colour-chip-out-of-stock"),
+        pytest.param(
+            "",
+            "<p class='price'>1.299,00 €</p>"
+            + COLOUR_CHIPS
+            + "<a class='button' href='/cart/add?p=8841'>Add to cart</a>",
+            "InStock",
+            id="colour-chip-out-of-stock-link-to-cart",
+        ),
+        pytest.param(
+            "",
+            MICRODATA_SIZES + SHOWN,
+            "InStock",
+            id="microdata-first-offer-sold-out",
+        ),
+        pytest.param(
+            "",
+            MICRODATA_SIZES.replace("InStock", "OutOfStock")
+            + "<p class='price'>1.299,00 €</p><p class='stock'>Sold out</p>"
+            "<form action='/cart'><button type='submit' disabled>Sold out</button></form>",
+            "OutOfStock",
+            id="microdata-every-offer-sold-out",
+        ),
+    ],
+)
+def test_a_sold_out_choice_is_not_a_sold_out_product(head: str, box: str, state: str) -> None:
+    offer = extract_offer(page(head=head, box=box), URL)
+    assert offer is not None and offer.price == Decimal("1299.00")
+    assert offer.availability == state

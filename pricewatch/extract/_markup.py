@@ -100,8 +100,10 @@ def _apply(cand: Candidate, name: str, el: Any) -> None:
         if not cand.currency_raw:
             cand.currency_raw = clean_text(prop_value(el))
     elif name == "availability":
-        if cand.availability is None:
-            cand.availability = normalise_availability(prop_value(el))
+        state = normalise_availability(prop_value(el))
+        if cand.availability is None or state == "InStock":
+            # One offer of the product in stock (a size, a colour) and it can be bought.
+            cand.availability = state or cand.availability
     elif name in ("sku", "productID"):
         if not cand.sku:
             cand.sku = clean_text(prop_value(el), 80)

@@ -283,6 +283,37 @@ def in_widget(el: Any) -> bool:
     return False
 
 
+# Names of a colour or option chooser, for stock labels only: a buy button may well sit in
+# a block named for options (Magento's "product-options-bottom").
+_CHOOSER_NAMES = re.compile(
+    r"colou?rs?\b|colou?r[-_]|[-_]colou?r|chip|\boptions?\b|option[-_]", re.I
+)
+_CHOICE_INPUTS = frozenset({"radio", "checkbox"})
+_CHOOSER_DEPTH = 4
+
+
+def in_chooser(el: Any) -> bool:
+    """The stock label ``el`` is one choice's ("XL: sold out", "Orange: out of stock"): it
+    sits in a size/variant/"notify me" widget, in a colour or option chooser, or beside the
+    radio button or checkbox of one choice. A choice sold out is not the product sold out."""
+    if in_widget(el):
+        return True
+    node = el.getparent()
+    for depth in range(_CHOOSER_DEPTH):
+        if node is None:
+            return False
+        if depth < 2 and any(
+            child.tag == "input" and (child.get("type") or "").lower() in _CHOICE_INPUTS
+            for child in node
+        ):
+            return True
+        names = f"{node.get('class') or ''} {node.get('id') or ''}"
+        if names.strip() and _CHOOSER_NAMES.search(names):
+            return True
+        node = node.getparent()
+    return False
+
+
 def _control_label(el: Any) -> str:
     if el.tag == "input":
         if (el.get("type") or "").lower() not in ("submit", "button"):
@@ -384,7 +415,7 @@ def sold_out_wording(root: Any, region: Region) -> bool:
         text = " ".join(text_of(el, 200).split())
         if not text or len(text) > 160 or not says_out_of_stock(text):
             continue
-        if region.excludes(el) or in_widget(el) or hidden(el) or _in_control(el):
+        if region.excludes(el) or in_chooser(el) or hidden(el) or _in_control(el):
             continue
         return True
     return False

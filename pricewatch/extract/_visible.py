@@ -37,7 +37,7 @@ from pricewatch.extract._ids import code_from_label, looks_like_label
 from pricewatch.extract._money import normalise_text, parse_amount
 from pricewatch.extract._region import Region
 from pricewatch.extract._stock import BUY_NAMES as _NAME_BUY
-from pricewatch.extract._stock import in_widget, says_buy, stock_from_text
+from pricewatch.extract._stock import in_chooser, says_buy, stock_from_text
 from pricewatch.extract._tree import hidden, hidden_element, text_of
 
 # Elements read per page at most; the scan widens from the title until this is spent.
@@ -490,7 +490,7 @@ def _classify(el: Any, tag: str, names: str, level: int, scan: _Scan) -> None:
     if _NAME_STOCK.search(names):
         label = _short_text(el)
         state = stock_from_text(label) if label else None
-        if state and not hidden(el) and not in_widget(el) and not scan.region.excludes(el):
+        if state and not hidden(el) and not in_chooser(el) and not scan.region.excludes(el):
             scan.stock.append((level, state))
     if _NAME_PRICE.search(names) or el.get("data-price") is not None:
         own = _own_text(el)
