@@ -339,3 +339,34 @@ def test_a_sold_out_choice_is_not_a_sold_out_product(head: str, box: str, state:
     offer = extract_offer(page(head=head, box=box), URL)
     assert offer is not None and offer.price == Decimal("1299.00")
     assert offer.availability == state
+
+
+@pytest.mark.parametrize(
+    "beside",
+    [
+        pytest.param(
+            "<div class='pair'><h4>Pairs well with</h4><div class='it'><a href='/p/4'>Lamp</a>"
+            "<div class='pp'><s>1.599,00 €</s> <span>1.299,00 €</span></div></div></div>",
+            id="one-tile-same-price",
+        ),
+        pytest.param(
+            "<div class='kombi'><div><a href='/p/5'>Hocker</a> <span class='preis'>"
+            "<s>1.499,00 €</s> 1.299,00 €</span></div></div>",
+            id="unnamed-tile-struck-inside-the-price",
+        ),
+    ],
+)
+def test_a_list_price_comes_from_the_products_box_not_a_tile_at_the_same_price(
+    beside: str,
+) -> None:
+    body = page(head=ld_product(TITLE, ld_offer("1299.00")), box=SHOWN, below=beside)
+    offer = extract_offer(body, URL)
+    assert offer is not None and offer.price == Decimal("1299.00")
+    assert offer.regular_price is None
+
+
+def test_the_products_own_struck_list_price_is_still_read() -> None:
+    box = "<p class='price'><del>1.599,00 €</del> <span>1.299,00 €</span></p>" + BUY
+    offer = extract_offer(page(head=ld_product(TITLE, ld_offer("1299.00")), box=box), URL)
+    assert offer is not None and offer.price == Decimal("1299.00")
+    assert offer.regular_price == Decimal("1599.00")

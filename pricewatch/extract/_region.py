@@ -108,6 +108,20 @@ class Region:
             self._keep = set(self._title.iterancestors()) if self._title is not None else set()
         return self._title
 
+    def in_tile(self, el: Any) -> bool:
+        """``el`` sits in a box beside the title's branch that links elsewhere (below the
+        block that holds both): a tile of another product, however few or unnamed the
+        tiles are, not the product's own price box. False on a page without a title."""
+        if self.title is None:
+            return False
+        keep = self._keep or set()
+        node = el
+        while node is not None and node not in keep:
+            if _LINK(node):
+                return True
+            node = node.getparent()
+        return False
+
     def excludes(self, el: Any) -> bool:
         """``el`` or one of its ancestors is page chrome or another product's block."""
         memo = self._memo

@@ -29,8 +29,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-import lxml.etree
-
 from pricewatch.currency import CurrencyHints, resolve_currency
 from pricewatch.extract._candidate import Candidate, clean_text
 from pricewatch.extract._ids import code_from_label, looks_like_label
@@ -637,7 +635,7 @@ def price_withheld(region: Region) -> bool:
                 for child in parent
                 if child is not scope
                 for el in child.iter()
-                if isinstance(el.tag, str) and _price_slot(el, region) and not _in_card(el, child)
+                if isinstance(el.tag, str) and _price_slot(el, region) and not region.in_tile(el)
             ]
             if texts:
                 slot_shows_amount = any(_DIGIT.search(t) for t in texts)
@@ -673,22 +671,6 @@ def _price_slot(el: Any, region: Region) -> bool:
         and not any(_product_item(a) for a in el.iterancestors())
         and not hidden(el)
     )
-
-
-_LINK = lxml.etree.XPath("boolean(descendant-or-self::a[@href])")
-
-
-def _in_card(el: Any, top: Any) -> bool:
-    """``el`` sits in a box (up to ``top``) that links elsewhere: a tile of another
-    product, not the product's own price slot."""
-    node = el
-    while node is not None:
-        if _LINK(node):
-            return True
-        if node is top:
-            return False
-        node = node.getparent()
-    return False
 
 
 def _product_item(el: Any) -> bool:

@@ -534,8 +534,8 @@ def _struck_beside(root: Any, price: Decimal, region: Region) -> tuple[Decimal |
     for index, el in enumerate(root.iter("del", "s", "strike")):
         if index >= 50:
             break
-        if region.excludes(el):
-            continue
+        if region.excludes(el) or region.in_tile(el):
+            continue  # another product's was/now pair, however the page names its block
         text = " ".join(text_of(el, 60).split())
         if not text or len(text) > 40:
             continue
