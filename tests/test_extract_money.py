@@ -110,6 +110,10 @@ CURRENCIES = [
     pytest.param("RD$", (), None, "DOP", id="dominican-peso"),
     pytest.param("S/.", (), None, "PEN", id="sol-with-dot"),
     pytest.param("KD", (), None, "KWD", id="kuwaiti-dinar"),
+    # Gulf and Levant shops' abbreviations of the three-decimal currencies.
+    pytest.param("RO", (), None, "OMR", id="omani-rial-ro"),
+    pytest.param("JD", (), None, "JOD", id="jordanian-dinar-jd"),
+    pytest.param("LD", (), None, "LYD", id="libyan-dinar-ld"),
     pytest.param("ƒ", ("AWG",), None, "AWG", id="florin-on-aw"),
     # One list of currencies in use: withdrawn ones are no currency, everywhere.
     pytest.param("kn", ("EUR",), "hr", None, id="kuna-withdrawn-2023"),
