@@ -15,8 +15,8 @@ babel release), not from hand-typed tables:
   that uses it (``$`` in ``en_US``, ``es_MX``, ``en_AU``...; ``kr`` in ``sv_SE``,
   ``nb_NO``...), English's symbols (``CA$``, ``A$``, ``US$``), the codes themselves, and
   the currencies' names in their own languages (``euros``, ``lei``). A short list of
-  abbreviations shops write but CLDR does not (``KD``, ``руб.``, ``Lek``, ``ƒ``) completes
-  it; each entry says what CLDR writes instead.
+  abbreviations shops write but CLDR does not (``KD``, ``RO``, ``JD``, ``руб.``, ``Lek``,
+  ``ƒ``) completes it; each entry says what CLDR writes instead.
 
 An ambiguous symbol (``$``, ``kr``, ``¥``, ``R``) is resolved by :class:`CurrencyHints`, in
 order: the operator's ``PRICEWATCH_DOMAIN_CURRENCY`` for the host, the currency of the
@@ -56,7 +56,9 @@ __all__ = [
     "domain_currency",
     "minor_units",
     "resolve_currency",
+    "short_symbols",
     "symbol_codes",
+    "territories_of",
 ]
 
 
@@ -84,6 +86,9 @@ _SHOP_SYMBOLS: dict[str, tuple[str, ...]] = {
     "р": ("RUB",),  # ₽ (Cyrillic er, "1 299 Р")
     "kd": ("KWD",),  # د.ك.
     "bd": ("BHD",),  # د.ب.
+    "ro": ("OMR",),  # ر.ع.
+    "jd": ("JOD",),  # د.أ.
+    "ld": ("LYD",),  # د.ل.
     "lek": ("ALL",),  # Lekë
     "ƒ": ("AWG", "XCG"),  # Afl. (Aruba), Cg (Curaçao, Sint Maarten)
     "tl": ("TRY",),  # ₺
@@ -144,6 +149,13 @@ def _territory_currencies() -> dict[str, tuple[str, ...]]:
     return out
 
 
+def territories_of(code: str) -> tuple[str, ...]:
+    """The territories (ISO 3166 codes, sorted) whose main currency is ``code``."""
+    return tuple(
+        sorted(t for t, codes in _territory_currencies().items() if codes and codes[0] == code)
+    )
+
+
 def _main_currency(territory: str) -> str | None:
     codes = _territory_currencies().get(territory)
     return codes[0] if codes else None
@@ -199,6 +211,22 @@ def symbol_codes(symbol: str) -> frozenset[str]:
         return frozenset()
     table = _symbol_table()
     return table.get(key) or table.get("~" + _spaceless(key), frozenset())
+
+
+@functools.cache
+def short_symbols(minor: int) -> tuple[str, ...]:
+    """The codes and short symbols (no space, at most four characters: ``KD``, ``OMR``,
+    ``د.ك``) that name only currencies with ``minor`` minor units, in their look-up form
+    (case-folded), longest first: what a visible scan looks for beside an amount."""
+    found = {
+        key
+        for key, codes in _symbol_table().items()
+        if not key.startswith("~")
+        and " " not in key
+        and len(key) <= 4
+        and all(minor_units(code) == minor for code in codes)
+    }
+    return tuple(sorted(found, key=lambda key: (-len(key), key)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,28 @@ def test_parse_amount_locales(text: str, amount: str) -> None:
     assert parse_amount(text)[0] == Decimal(amount)
 
 
+# A lone separator before exactly three digits, read by the currency's minor units and,
+# for a comma, the page's language (CLDR number symbols).
+THREE_DIGIT_GROUPS = [
+    pytest.param("RO 0.450", (), None, "0.450", id="omr-ro-prefix-was-450"),
+    pytest.param("JD 9.750", (), "ar", "9.750", id="jod-jd-prefix-was-9750"),
+    pytest.param("LD 3.750", (), None, "3.750", id="lyd-ld-prefix-was-3750"),
+    pytest.param("0,950 €", (), None, "0.950", id="zero-is-never-a-thousands-group"),
+    pytest.param("0.125", (), None, "0.125", id="zero-group-without-currency"),
+    pytest.param("¥0.500", ("JPY",), None, None, id="zero-group-in-yen-is-no-amount"),
+    pytest.param("KWD 2,400", (), "en", None, id="kwd-english-comma-is-1.25-or-1250"),
+    pytest.param("KWD 2,400", (), "ar", None, id="kwd-arabic-latin-comma-groups-too"),
+]
+
+
+@pytest.mark.parametrize(("text", "codes", "language", "amount"), THREE_DIGIT_GROUPS)
+def test_three_digit_groups(
+    text: str, codes: tuple[str, ...], language: str | None, amount: str | None
+) -> None:
+    expected = Decimal(amount) if amount is not None else None
+    assert parse_amount(text, CurrencyHints(codes, language))[0] == expected
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -110,6 +132,10 @@ CURRENCIES = [
     pytest.param("RD$", (), None, "DOP", id="dominican-peso"),
     pytest.param("S/.", (), None, "PEN", id="sol-with-dot"),
     pytest.param("KD", (), None, "KWD", id="kuwaiti-dinar"),
+    # Gulf and Levant shops' abbreviations of the three-decimal currencies.
+    pytest.param("RO", (), None, "OMR", id="omani-rial-ro"),
+    pytest.param("JD", (), None, "JOD", id="jordanian-dinar-jd"),
+    pytest.param("LD", (), None, "LYD", id="libyan-dinar-ld"),
     pytest.param("ƒ", ("AWG",), None, "AWG", id="florin-on-aw"),
     # One list of currencies in use: withdrawn ones are no currency, everywhere.
     pytest.param("kn", ("EUR",), "hr", None, id="kuna-withdrawn-2023"),

@@ -250,6 +250,163 @@ def test_kwd_structured_price_keeps_its_three_decimals() -> None:
     assert result is not None and (result.price, result.currency) == (Decimal("423.923"), "KWD")
 
 
+@pytest.mark.parametrize(
+    ("box", "lang", "price", "currency"),
+    [
+        pytest.param(
+            "<span class='now'>KD 18.500</span>", "en", "18.500", "KWD", id="kd-plain-span"
+        ),
+        pytest.param("<span class='price'>RO 0.450</span>", "en", "0.450", "OMR", id="ro-was-450"),
+        pytest.param("<b class='price'>JD 9.750</b>", "ar-JO", "9.750", "JOD", id="jd-was-9750"),
+        pytest.param("<span class='price'>KWD 2,400</span>", "en", None, None, id="kwd-comma-en"),
+    ],
+)
+def test_three_decimal_abbreviations(
+    box: str, lang: str, price: str | None, currency: str | None
+) -> None:
+    body = f"<html lang='{lang}'><body><h1>Coffee machine</h1>{box}<button>Add to cart</button>"
+    result = extract_offer(body + "</body></html>", "https://shop.example.com/p")
+    expected = Decimal(price) if price is not None else None
+    assert result is not None and (result.price, result.currency) == (expected, currency)
+
+
+# Markup price strings with one separator before three digits: the currency's minor units
+# decide ("59.990" CLP is 59990), else the page's own text (a "1.099" EUR is 1099 where the
+# page shows 1.099,00 €, and no price where it shows neither reading).
+GROUPED_MARKUP = [
+    pytest.param(
+        product(offer("149.990", priceCurrency="CLP")),
+        "<span class='price'>$149.990</span>",
+        "https://tienda.example.cl/p/lc-417",
+        ("149990", None),
+        id="clp-jsonld-string-was-149.99",
+    ),
+    pytest.param(
+        "",
+        "<div itemscope itemtype='https://schema.org/Product'><h2 itemprop='name'>Cutter</h2>"
+        "<div itemprop='offers' itemscope itemtype='https://schema.org/Offer'>"
+        "<span itemprop='price'>7.490</span> kr.<meta itemprop='priceCurrency' content='ISK'>"
+        "</div></div>",
+        "https://verslun.example.is/p/lc-417",
+        ("7490", None),
+        id="isk-microdata-text-was-7.49",
+    ),
+    pytest.param(
+        product(offer("2.349")),
+        "<span class='price'>2.349,00 €</span>",
+        URL,
+        ("2349", None),
+        id="eur-jsonld-german-grouping-shown-on-page",
+    ),
+    pytest.param(
+        "",
+        "<div itemscope itemtype='https://schema.org/Product'><h2 itemprop='name'>Cutter</h2>"
+        "<div itemprop='offers' itemscope itemtype='https://schema.org/Offer'>"
+        "<p class='amount'><span itemprop='price'>3.499</span>,– €</p>"
+        "<meta itemprop='priceCurrency' content='EUR'></div></div>",
+        URL,
+        ("3499", None),
+        id="eur-microdata-text-before-dash-cents",
+    ),
+    pytest.param(
+        product(offer("2.349")),
+        "<p>Ask our sales team.</p>",
+        URL,
+        (None, "price_ambiguous"),
+        id="eur-jsonld-neither-reading-shown",
+    ),
+    pytest.param(
+        product(offer("12,750", priceCurrency="KWD")),
+        "<span class='price'>12.750 KD</span>",
+        "https://shop.example.com.kw/p/lc-417",
+        ("12.750", None),
+        id="kwd-jsonld-comma-string-was-12750",
+    ),
+]
+
+
+@pytest.mark.parametrize(("head", "box", "url", "expected"), GROUPED_MARKUP)
+def test_grouped_markup_strings_follow_minor_units(
+    head: str, box: str, url: str, expected: tuple[str | None, str | None]
+) -> None:
+    price, reason = expected
+    result = extract_offer(page(head, box + "<button>Add to cart</button>", ""), url)
+    assert result is not None
+    assert result.price == (Decimal(price) if price is not None else None)
+    assert result.no_price_reason == reason
+
+
+# Markup and page a power of ten apart, the markup price shown nowhere on the page.
+SCALE = [
+    pytest.param(
+        product(offer(34900)),
+        "<span class='price'>349,00 €</span>",
+        URL,
+        ("349.00", None),
+        id="eur-markup-in-cents-takes-the-page",
+    ),
+    pytest.param(
+        product(offer(12750, priceCurrency="KWD")),
+        "<span class='price'>12.750 KD</span>",
+        "https://shop.example.com.kw/p/lc-417",
+        ("12.750", None),
+        id="kwd-markup-in-fils-takes-the-page",
+    ),
+    pytest.param(
+        product(offer(3490)),
+        "<span class='price'>349,00 €</span>",
+        URL,
+        (None, "price_scale"),
+        id="eur-x10-is-no-minor-unit-refused",
+    ),
+    pytest.param(
+        product(offer("3.49")),
+        "<span class='price'>349,00 €</span>",
+        URL,
+        (None, "price_scale"),
+        id="eur-markup-a-hundredth-refused",
+    ),
+    pytest.param(
+        product(offer(129800, priceCurrency="JPY")),
+        "<span class='price'>1,298 JPY</span>",
+        "https://shop.example.jp/p/lc-417",
+        (None, "price_scale"),
+        id="jpy-has-no-minor-units-refused",
+    ),
+]
+
+
+@pytest.mark.parametrize(("head", "box", "url", "expected"), SCALE)
+def test_markup_off_by_a_power_of_ten(
+    head: str, box: str, url: str, expected: tuple[str | None, str | None]
+) -> None:
+    price, reason = expected
+    result = extract_offer(page(head, box + "<button>Add to cart</button>", ""), url)
+    assert result is not None
+    assert result.price == (Decimal(price) if price is not None else None)
+    assert result.no_price_reason == reason
+    if reason is not None:
+        assert reason in REASONS and result.availability is None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param("ab 1.199,00", id="de-ab"),
+        pytest.param("from 49.99", id="en-from"),
+        pytest.param("à partir de 89,90", id="fr-a-partir-de"),
+        pytest.param("desde 120,00", id="es-desde"),
+        pytest.param("vanaf 15,95", id="nl-vanaf"),
+    ],
+)
+def test_from_price_in_markup_is_not_the_price(raw: str) -> None:
+    assert read_machine(raw) == (None, "price_from")
+    body = page(product(offer(raw)), f"<span class='price'>{raw} €</span>", "")
+    result = extract_offer(body, URL)
+    assert result is not None and result.price is None
+    assert result.no_price_reason == "price_from"
+
+
 NET_GROSS = [
     pytest.param(
         "<div><span class='price price--net'>1.000,00 €</span> <span>excl. VAT</span></div>"

@@ -93,6 +93,9 @@ class Candidate:
     # Why the offer has no valid price (``pricewatch.extract._money.REASONS``): it was
     # missing, zero or junk. Such an offer's stock claim is suspect too.
     price_problem: str | None = None
+    # What an ambiguous price text can mean ("1.099" EUR: 1.099 or 1099), while ``price``
+    # is None (``price_problem`` ``price_ambiguous``): the page's own text decides.
+    readings: tuple[Decimal, ...] = ()
     # Lower is more likely the page's own product (URL match, not in a related list).
     rank: int = 0
     # The reading is of the page's own product (not a listed or recommended one).

@@ -24,15 +24,16 @@ The best amount must win clearly (``strong``), otherwise the caller abstains.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from pricewatch.currency import CurrencyHints, resolve_currency
+from pricewatch.currency import CurrencyHints, resolve_currency, short_symbols
 from pricewatch.extract._candidate import Candidate, clean_text
 from pricewatch.extract._ids import code_from_label, looks_like_label
-from pricewatch.extract._money import normalise_text, parse_amount
+from pricewatch.extract._money import FROM_WORDING, normalise_text, parse_amount
 from pricewatch.extract._region import Region
 from pricewatch.extract._stock import BUY_NAMES as _NAME_BUY
 from pricewatch.extract._stock import in_chooser, says_buy, stock_from_text
@@ -45,10 +46,24 @@ MAX_LEVELS = 9
 # Levels the scan keeps climbing after the first good candidate (to see competitors).
 EXTRA_LEVELS = 1
 
-_CURRENCY_RE = re.compile(
+_CURRENCY_MARKS = (
     r"[€$£¥₹₽₴₺₪₩฿₫₦₱]|\b(?:CHF|EUR|USD|GBP|PLN|SEK|NOK|DKK|RON|CZK|HUF|Kč|Ft|lei|Lei|kr|"
     r"руб|грн|Rs|TL|zł|лв)(?:\b|\.|$)|zł|руб|грн|ر\.س|د\.إ|元|円"
 )
+
+
+@functools.cache
+def _currency_re() -> re.Pattern[str]:
+    """The signs and codes that make a short text a price candidate: the common ones, and
+    every short symbol of the three-decimal currencies (``KD``, ``RO``, ``JD``, ``د.ك``),
+    whose shops often write no other sign (read from the currency table on first use)."""
+    symbols = short_symbols(3)
+    # Latin ones as shops write them, in capitals, as whole words ("KD", not "kd" in a word).
+    latin = "|".join(re.escape(key.upper()) for key in symbols if key.isascii())
+    other = "|".join(re.escape(key) for key in symbols if not key.isascii())
+    return re.compile(rf"{_CURRENCY_MARKS}|\b(?:{latin})\b\.?|{other}")
+
+
 _INTERESTING_NAME = re.compile(
     r"price|preis|prix|prezzo|precio|preco|cena|amount|stock|availab|inventory|"
     r"cart|basket|buy|kaufen",
@@ -95,7 +110,7 @@ _CONTEXT_EXCLUDE = re.compile(
     r"\bsave\b|sparen|économ|risparmi|"
     r"ahorra|economize|\boff\b|%|per kg|/\s?kg|/\s?l\b|/\s?100|per 100|je kg|pro kg|"
     r"\bpro\b|\bje\b|/\s?st|grundpreis|unit price|prix unitaire|prezzo unitario|"
-    r"\bfrom\b|\bab\b|à partir|a partire|desde|\bod\b|\bvon\b|starting|"
+    rf"{FROM_WORDING}|"
     r"gift card|bonus|points|cashback|coupon|"
     r"\bfree\b|gratis|kostenlos|省|每|起|/罐|/個|/件|送料|運費|运费",
     re.I,
@@ -388,7 +403,7 @@ def _style_emphasis(style: str) -> float:
 
 
 def _currency_mark(text: str) -> str | None:
-    match = _CURRENCY_RE.search(text)
+    match = _currency_re().search(text)
     return match.group(0) if match else None
 
 
@@ -423,7 +438,7 @@ def _scan_subtree(sub: Any, level: int, scan: _Scan) -> None:
             if own and _DIGIT.search(own):
                 scan.priced.append((level, scan.order, el, own))
         elif text and len(text) < 60 and _DIGIT.search(text):
-            if _CURRENCY_RE.search(text):
+            if _currency_re().search(text):
                 own = _own_text(el) or " ".join(text.split())
                 scan.priced.append((level, scan.order, el, own))
             elif _BARE_NUMBER.match(text) and len(el) == 0:
@@ -436,7 +451,7 @@ def _scan_subtree(sub: Any, level: int, scan: _Scan) -> None:
             if code:
                 scan.codes.append((level, scan.order, code))
         tail = el.tail
-        if tail and len(tail) < 40 and _CURRENCY_RE.search(tail) and _DIGIT.search(tail):
+        if tail and len(tail) < 40 and _currency_re().search(tail) and _DIGIT.search(tail):
             parent = el.getparent()
             if parent is not None:
                 own = _own_text(parent)
@@ -460,7 +475,7 @@ def _neighbour_currency(el: Any) -> str | None:
     for text in around:
         text = text.strip()
         if text and len(text) <= 6:
-            match = _CURRENCY_RE.search(text)
+            match = _currency_re().search(text)
             if match:
                 return match.group(0)
     return None
@@ -696,7 +711,7 @@ def read_visible(root: Any, hints: CurrencyHints, region: Region) -> VisibleRead
             if current.tag in ("html",):
                 break
             text = current.text
-            if text and _CURRENCY_RE.search(text) and _DIGIT.search(text):
+            if text and _currency_re().search(text) and _DIGIT.search(text):
                 own = _own_text(current)
                 if own:
                     scan.priced.append((level, scan.order, current, own))

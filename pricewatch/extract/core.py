@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 import lxml.etree
 
-from pricewatch.currency import CurrencyHints, currency_hints, resolve_currency
+from pricewatch.currency import CurrencyHints, currency_hints, minor_units, resolve_currency
 from pricewatch.extract._candidate import Candidate
 from pricewatch.extract._ids import sku_from_code_label, sku_from_inputs, sku_from_url
 from pricewatch.extract._jsonld import load_json, page_products
@@ -40,7 +40,15 @@ from pricewatch.extract._markup import (
     opengraph_candidate,
     rdfa_candidates,
 )
-from pricewatch.extract._money import PRICE_MISSING, PRICE_WITHHELD, parse_amount
+from pricewatch.extract._money import (
+    PRICE_AMBIGUOUS,
+    PRICE_MISSING,
+    PRICE_NOT_A_NUMBER,
+    PRICE_SCALE,
+    PRICE_WITHHELD,
+    machine_readings,
+    parse_amount,
+)
 from pricewatch.extract._region import Region
 from pricewatch.extract._stock import (
     buy_controls,
@@ -177,24 +185,70 @@ def _extract(
     if og is not None:
         structured.append(og)
 
+    for cand in structured:
+        _apply_minor_units(cand, hints)
     priced = [c for c in structured if c.price is not None]
     if ruled is not None and ruled.price is not None:
         visible = VisibleReading()
-    elif priced and _markup_price_shown(body, priced):
+    elif priced and _markup_price_shown(body, priced, hints):
         visible = VisibleReading()
         visible.amounts = {c.price for c in priced if c.price is not None}
     else:
         visible = read_visible(root, hints, region)
+    for cand in structured:
+        if cand.readings:
+            _settle_readings(cand, visible)
     return decide(ruled, structured, visible, hints, root, url, region)
+
+
+def _markup_code(cand: Candidate, hints: CurrencyHints) -> str | None:
+    """The currency a markup reading's amounts are in: its own, else the host's."""
+    if cand.currency_raw:
+        return resolve_currency(cand.currency_raw, hints)
+    return hints.first()
+
+
+def _apply_minor_units(cand: Candidate, hints: CurrencyHints) -> None:
+    """Read a markup price string with one separator before three digits (``"59.990"``)
+    by the offer's currency: 59990 CLP, 29.500 KWD; ``"1.099"`` EUR can be 1.099 or 1099,
+    and the page's text decides (:func:`_settle_readings`). JSON numbers are left as
+    they are: their point is a decimal point."""
+    if cand.price is None and cand.regular_price is None:
+        return
+    code = _markup_code(cand, hints)
+    if cand.price is not None:
+        readings = machine_readings(cand.price_text, code, hints.language)
+        if readings is not None and readings != (cand.price,):
+            cand.price = readings[0] if len(readings) == 1 else None
+            if cand.price is None:
+                cand.readings = readings
+                cand.price_problem = PRICE_AMBIGUOUS if readings else PRICE_NOT_A_NUMBER
+    if cand.regular_price is not None:
+        readings = machine_readings(cand.regular_price_text, code, hints.language)
+        if readings is not None and readings != (cand.regular_price,):
+            # An ambiguous list price is no list price (nothing is stored for it).
+            cand.regular_price = readings[0] if len(readings) == 1 else None
+            if cand.regular_price is None:
+                cand.regular_price_text = None
+
+
+def _settle_readings(cand: Candidate, visible: VisibleReading) -> None:
+    """The reading of an ambiguous markup price that the page shows as a price, when it
+    shows exactly one of them; else the price stays refused (``price_ambiguous``)."""
+    shown = [amount for amount in cand.readings if amount in visible.amounts]
+    if len(shown) == 1:
+        cand.price, cand.price_problem, cand.readings = shown[0], None, ()
 
 
 _GROUP_SEPARATORS = (",", ".", " ", "\u00a0", "\u202f", "'", "&nbsp;", "&#160;")
 _NUMBER_BYTES = frozenset(b"0123456789.,")
 
 
-def _price_wholes(price: Decimal) -> tuple[list[str], str]:
+def _price_wholes(
+    price: Decimal, separators: tuple[str, ...] = _GROUP_SEPARATORS
+) -> tuple[list[str], str]:
     """The ways the whole part of ``price`` is written (1299 -> 1299, 1,299, 1.299 ...)
-    and its two-digit fraction ("" for whole amounts)."""
+    with the group ``separators``, and its two-digit fraction ("" for whole amounts)."""
     if price == price.to_integral():
         whole, frac = format(price.to_integral(), "f"), ""
     else:
@@ -207,7 +261,7 @@ def _price_wholes(price: Decimal) -> tuple[list[str], str]:
     groups.insert(0, rest)
     wholes = {whole}
     if len(groups) > 1:
-        wholes.update(sep.join(groups) for sep in _GROUP_SEPARATORS)
+        wholes.update(sep.join(groups) for sep in separators)
     return sorted(wholes), frac
 
 
@@ -219,10 +273,16 @@ _REGULAR_CONTEXT = re.compile(
 )
 
 
-def _occurrences(data: bytes, price: Decimal, offset: int = 0, limit: int = 200) -> Iterator[int]:
+def _occurrences(
+    data: bytes,
+    price: Decimal,
+    offset: int = 0,
+    limit: int = 200,
+    separators: tuple[str, ...] = _GROUP_SEPARATORS,
+) -> Iterator[int]:
     """Start offsets of ``price`` written as a standalone number in ``data`` (UTF-8), in
     needle order, at most ``limit`` candidates looked at."""
-    wholes, frac = _price_wholes(price)
+    wholes, frac = _price_wholes(price, separators)
     needles = []
     for whole in wholes:
         if frac:
@@ -246,16 +306,22 @@ def _occurrences(data: bytes, price: Decimal, offset: int = 0, limit: int = 200)
             start = data.find(needle, end)
 
 
-def _markup_price_shown(body: bytes | str, priced: list[Candidate]) -> bool:
+# A three-decimal currency's "29.500" or "29,500" is 29.5, not a grouped 29500.
+_THREE_DECIMAL_GROUPS = tuple(sep for sep in _GROUP_SEPARATORS if sep not in ".,")
+
+
+def _markup_price_shown(body: bytes | str, priced: list[Candidate], hints: CurrencyHints) -> bool:
     """Whether the page shows the first markup price as text, not only in data, attributes
     or a list-price/strike-through context: a cheap check that spares the visible scan
     when markup and page plainly agree."""
     price = priced[0].price
     if price is None:
         return False
+    code = _markup_code(priced[0], hints)
+    separators = _THREE_DECIMAL_GROUPS if code and minor_units(code) == 3 else _GROUP_SEPARATORS
     data = body.encode("utf-8", "replace") if isinstance(body, str) else body
     body_start = max(data.find(b"<body"), 0)  # the head shows nothing
-    for start in _occurrences(data, price, body_start):
+    for start in _occurrences(data, price, body_start, separators=separators):
         window = data[max(0, start - 240) : start]
         tag_end = window.rfind(b">")
         if tag_end == -1 or window.rfind(b"<") > tag_end:
@@ -305,7 +371,9 @@ def decide(
 ) -> Offer | None:
     """Pick the price by evidence and assemble the offer."""
     refusal = _refused_price(ruled, structured)
-    chosen = _no_price(ruled, structured) if refusal else _chosen(ruled, structured, visible)
+    chosen = _no_price(ruled, structured) if refusal else _chosen(ruled, structured, visible, hints)
+    if chosen.price is None and chosen.price_problem == PRICE_SCALE:
+        refusal = chosen.price_problem
     if (
         chosen.price is not None
         and chosen.source != "rule"
@@ -378,18 +446,25 @@ def _no_price(ruled: Candidate | None, structured: list[Candidate]) -> Candidate
 
 
 def _chosen(
-    ruled: Candidate | None, structured: list[Candidate], visible: VisibleReading
+    ruled: Candidate | None,
+    structured: list[Candidate],
+    visible: VisibleReading,
+    hints: CurrencyHints,
 ) -> Candidate:
     """The reading whose price is kept: the operator's rule, else the page's own structured
     data checked against the visible page, else a clear visible price; filled from the
-    others. Structured readings of other products (``own`` false) never supply it."""
+    others. Structured readings of other products (``own`` false) never supply it. A
+    candidate without a price and with ``price_scale`` when markup and page disagree by a
+    power of ten that no reading explains."""
     priced = [c for c in structured if c.price is not None and c.own]
     chosen: Candidate | None = None
     if ruled is not None and ruled.price is not None:
         chosen = ruled
     elif priced:
         priced.sort(key=lambda c: _STRUCTURED_ORDER.index(c.source))
-        chosen = _check_against_visible(priced[0], priced, visible)
+        chosen = _check_against_visible(priced[0], priced, visible, hints)
+        if chosen.price is None:
+            return chosen
     if chosen is None:
         chosen = visible.as_candidate()
     if chosen is None:
@@ -556,7 +631,7 @@ def _struck_beside(root: Any, price: Decimal, region: Region) -> tuple[Decimal |
 
 
 def _check_against_visible(
-    chosen: Candidate, priced: list[Candidate], visible: VisibleReading
+    chosen: Candidate, priced: list[Candidate], visible: VisibleReading, hints: CurrencyHints
 ) -> Candidate:
     """Keep the markup price unless the visible page clearly shows another one."""
     if visible.price is None or visible.price == chosen.price:
@@ -581,7 +656,50 @@ def _check_against_visible(
             if cand is not None:
                 cand.source = chosen.source
                 return cand
+    if (
+        visible.strong
+        and chosen.price not in visible.regular_amounts
+        and all(c.price not in shown for c in priced)
+    ):
+        scaled = _scale_error(chosen, visible, hints)
+        if scaled is not None:
+            return scaled
     return chosen
+
+
+_POWERS_OF_TEN = (Decimal(10), Decimal(100), Decimal(1000))
+
+
+def _scale_error(
+    chosen: Candidate, visible: VisibleReading, hints: CurrencyHints
+) -> Candidate | None:
+    """What to store when the markup price, shown nowhere on the page, is exactly 10, 100
+    or 1000 times the page's strong visible price (or a tenth, a hundredth, a thousandth
+    of it): one of the two is written at the wrong scale. None when they are not so.
+
+    Only one mistake is common and explains itself: markup in the currency's minor units
+    (cents, fils), i.e. markup = page x 10 ** minor units (189900 for 1.899,00 EUR, 29500
+    for 29.500 KWD). Then both readings agree on the digits, the page's text is what the
+    shopper pays, and its amount is taken. Any other factor (x10 in EUR, a markup price
+    below the page's, an unknown currency, a page price in another currency) could be
+    the markup's error as much as the page's or our reading of it, and a stored price
+    off by a power of ten is worse than none: the price is refused (``price_scale``)."""
+    assert chosen.price is not None and visible.price is not None
+    high, low = sorted((chosen.price, visible.price), reverse=True)
+    factor = high / low
+    if factor not in _POWERS_OF_TEN:
+        return None
+    code = _markup_code(chosen, hints)
+    in_minor_units = (
+        code is not None
+        and chosen.price == high
+        and (visible.currency is None or visible.currency == code)
+        and factor == 10 ** minor_units(code)
+    )
+    cand = visible.as_candidate() if in_minor_units else None
+    if cand is not None:
+        return cand
+    return Candidate(source=chosen.source, price_problem=PRICE_SCALE, own=chosen.own)
 
 
 def _close(a: Decimal, b: Decimal) -> bool:

@@ -23,7 +23,7 @@ class Offer:
     ``no_price_reason`` says why a page whose own structured offer exists has no price
     (``pricewatch.extract.REASONS``: ``price_missing``, ``price_not_positive``,
     ``price_not_finite``, ``price_out_of_range``, ``price_exponent``,
-    ``price_not_a_number``).
+    ``price_not_a_number``, ``price_from``, ``price_ambiguous``, ``price_scale``).
     """
 
     price: Decimal | None = None
