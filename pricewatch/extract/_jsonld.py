@@ -18,7 +18,9 @@ from typing import Any
 from pricewatch.extract._candidate import (
     Candidate,
     clean_text,
+    names_match,
     normalise_availability,
+    same_product,
     valid_gtin,
 )
 from pricewatch.extract._money import PRICE_MISSING, parse_machine, read_machine
@@ -309,28 +311,6 @@ def _own_product(products: list[Candidate], title: Callable[[], str | None] | No
         if named:
             return named[0]
     return left[0]
-
-
-def _normal_name(text: str | None) -> str:
-    return " ".join((text or "").split()).casefold()
-
-
-def names_match(name: str | None, title: str | None) -> bool:
-    """``name`` and the page's ``title`` name the same product: equal, or one holds the
-    other ("Galaxy S24" in "Samsung Galaxy S24 128 GB"), ignoring case and spacing."""
-    a, b = _normal_name(name), _normal_name(title)
-    if len(a) < 3 or len(b) < 3:
-        return False
-    return a == b or a in b or b in a
-
-
-def same_product(a: Candidate, b: Candidate) -> bool:
-    """Two readings of one product: the same SKU, GTIN or name."""
-    if a.sku and b.sku:
-        return a.sku.strip().lower() == b.sku.strip().lower()
-    if a.gtin and b.gtin:
-        return a.gtin == b.gtin
-    return bool(a.name and b.name and _normal_name(a.name) == _normal_name(b.name))
 
 
 def _product_or_group(node: dict[str, Any], url: str, source: str) -> Candidate:

@@ -17,10 +17,10 @@ import lxml.etree
 from pricewatch.extract._candidate import (
     Candidate,
     clean_text,
+    names_match,
     normalise_availability,
     valid_gtin,
 )
-from pricewatch.extract._jsonld import names_match
 from pricewatch.extract._money import PRICE_MISSING, parse_machine, read_machine
 from pricewatch.extract._region import Region
 from pricewatch.extract._tree import text_of
