@@ -131,6 +131,14 @@ OWN_PRICE = {
         page(box=SHOWN, below=ACCESSORY_CARD),
         "1299.00",
     ),
+    "accessory script first, the product's named on the h1 with other spacing": (
+        page(
+            head=ld_product("Desk cable tray", ld_offer("24.99"), sku="DCT-2")
+            + ld_product("Aurora standing-desk 160", ld_offer("1299.00"), sku="AUR-160"),
+            box=SHOWN,
+        ),
+        "1299.00",
+    ),
     "deal-of-the-day script before the product's": (
         page(
             head=ld_product("Ergonomic chair Basic", ld_offer("99.00"), sku="ECB-1")
@@ -212,6 +220,15 @@ WITHHELD = {
         "<div class='extra'><a href='/p/5'>Desk lamp</a><span class='mini-price'>24,00 €</span>"
         "</div>"
     ),
+    "enquire for price, a refundable deposit": (
+        "<button class='btn'>Enquire for price</button>"
+        "<p>Hold it with a refundable deposit of <b>500,00 €</b></p>"
+    ),
+    "members only, one pairing tile": (
+        "<p>Members only. Join the club to unlock member pricing.</p>"
+        "<div class='pairing'><a href='/p/7'>Wine glasses</a><span class='price'>24,00 €</span>"
+        "</div>"
+    ),
     "price slot in words, one tile": (
         f"<div class='product-price'>Available to registered trade customers</div>{TWO_CARDS}"
     ),
@@ -256,6 +273,11 @@ ADD_ON = (
     ("box", "price"),
     [
         pytest.param(f"<p>Made to order, ask us for a quote.</p>{ADD_ON}", None, id="add-on-only"),
+        pytest.param(
+            "<p>Made to order.</p><label><input type='checkbox'> Gift wrap (+ 3,50 €)</label>",
+            None,
+            id="fee-as-the-label-own-text",
+        ),
         pytest.param(f"{SHOWN}{ADD_ON}", "1299.00", id="add-on-beside-the-price"),
         pytest.param(
             f"{SHOWN}<p>Ordering 50 or more? <a href='/quote'>Request a quote</a></p>",

@@ -140,15 +140,21 @@ def clean_text(value: object, limit: int = 300) -> str | None:
     return text
 
 
+_NAME_NOISE = re.compile(r"[\W_]+")
+
+
 def _normal_name(text: str | None) -> str:
-    return " ".join((text or "").split()).casefold()
+    """Letters and digits only, case folded: "256GB" and "256 GB", "Pro-Max" and "Pro Max"
+    are written alike."""
+    return _NAME_NOISE.sub("", (text or "").casefold())
 
 
 def names_match(name: str | None, title: str | None) -> bool:
     """``name`` and the page's ``title`` name the same product: equal, or one holds the
-    other ("Galaxy S24" in "Samsung Galaxy S24 128 GB"), ignoring case and spacing."""
+    other ("iPhone 15 Pro 256 GB" in "Apple iPhone 15 Pro 256GB - Natural Titanium"),
+    ignoring case, spacing and punctuation."""
     a, b = _normal_name(name), _normal_name(title)
-    if len(a) < 3 or len(b) < 3:
+    if len(a) < 4 or len(b) < 4:
         return False
     return a == b or a in b or b in a
 

@@ -111,7 +111,8 @@ _CONTEXT_EXCLUDE = re.compile(
     r"ahorra|economize|\boff\b|%|per kg|/\s?kg|/\s?l\b|/\s?100|per 100|je kg|pro kg|"
     r"\bpro\b|\bje\b|/\s?st|grundpreis|unit price|prix unitaire|prezzo unitario|"
     rf"{FROM_WORDING}|"
-    r"gift card|bonus|points|cashback|coupon|"
+    r"gift card|bonus|points|cashback|coupon|deposit|anzahlung|acompte|caparra|"
+    r"\bseña\b|aanbetaling|"
     r"\bfree\b|gratis|kostenlos|省|每|起|/罐|/個|/件|送料|運費|运费",
     re.I,
 )
@@ -349,12 +350,15 @@ _OPTION_INPUTS = frozenset({"checkbox", "radio"})
 def _option_label(el: Any) -> bool:
     """``el`` sits in the label of a checkbox or radio button: the price of an add-on, a
     service or an option ("Add a care kit £25.00"), not the product's."""
-    for _, ancestor in zip(range(4), el.iterancestors(), strict=False):
-        if ancestor.tag == "label":
+    node = el
+    for _ in range(5):  # the element itself ("Gift wrap (+ £3.50)") and four levels above
+        if node is None:
+            return False
+        if node.tag == "label":
             return any(
-                (field.get("type") or "").lower() in _OPTION_INPUTS
-                for field in ancestor.iter("input")
+                (field.get("type") or "").lower() in _OPTION_INPUTS for field in node.iter("input")
             )
+        node = node.getparent()
     return False
 
 
@@ -613,6 +617,8 @@ def named_title(root: Any, names: list[str]) -> Any:
 _WITHHELD = re.compile(
     r"price (?:up)?on (?:request|application|enquiry)|prices? (?:available )?on request|"
     r"call (?:us )?for (?:a |the |our )?pric|contact us for (?:a |the |our )?pric|"
+    r"(?:enquire|inquire|ask) (?:for|about) (?:a |the |our )?pric|members? only|"
+    r"unlock (?:our |the )?(?:member |members' |trade )?pric|"
     r"(?:log ?in|sign in|register)(?: now)? (?:to|for) (?:see|view|get|show)?\s*(?:the |our )?"
     r"(?:price|pricing)|request (?:a |the )?price|ask for (?:a |the )?price|"
     r"(?:dealer|trade|wholesale)(?:s)? (?:only|pricing)|\bP\.?O\.?A\.?\b|"

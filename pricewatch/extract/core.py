@@ -374,9 +374,12 @@ def decide(
     chosen = _no_price(ruled, structured) if refusal else _chosen(ruled, structured, visible, hints)
     if chosen.price is None and chosen.price_problem == PRICE_SCALE:
         refusal = chosen.price_problem
-    if (
-        chosen.price is not None
-        and chosen.source != "rule"
+    said_why: str | None = None
+    if chosen.price is None:
+        if not refusal and price_withheld(region):
+            said_why = PRICE_WITHHELD  # the page says why it shows no price (stock may stand)
+    elif (
+        chosen.source != "rule"
         and (chosen.source == "visible" or chosen.price not in visible.amounts)
         and price_withheld(region)
     ):
@@ -390,7 +393,7 @@ def decide(
     sku = _identifier(chosen, visible, root, url, region)
     # An offer refused for its price makes no stock claim either (nothing is stored).
     availability = None if refusal else _availability(chosen, structured, visible, root, region)
-    if chosen.price is None and availability is None and not sku and not refusal:
+    if chosen.price is None and availability is None and not sku and not (refusal or said_why):
         return None
     pair = visible.vat_pair if chosen.price is not None else None
     other_price, price_kind = None, None
@@ -410,7 +413,7 @@ def decide(
         regular_price_text=chosen.regular_price_text,
         other_price=other_price,
         price_kind=price_kind,
-        no_price_reason=refusal,
+        no_price_reason=refusal or said_why,
     )
 
 
