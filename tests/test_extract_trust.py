@@ -325,17 +325,6 @@ GROUPED_MARKUP = [
 ]
 
 
-@pytest.mark.parametrize(("head", "box", "url", "expected"), GROUPED_MARKUP)
-def test_grouped_markup_strings_follow_minor_units(
-    head: str, box: str, url: str, expected: tuple[str | None, str | None]
-) -> None:
-    price, reason = expected
-    result = extract_offer(page(head, box + "<button>Add to cart</button>", ""), url)
-    assert result is not None
-    assert result.price == (Decimal(price) if price is not None else None)
-    assert result.no_price_reason == reason
-
-
 # Markup and page a power of ten apart, the markup price shown nowhere on the page.
 SCALE = [
     pytest.param(
@@ -376,10 +365,11 @@ SCALE = [
 ]
 
 
-@pytest.mark.parametrize(("head", "box", "url", "expected"), SCALE)
-def test_markup_off_by_a_power_of_ten(
+@pytest.mark.parametrize(("head", "box", "url", "expected"), GROUPED_MARKUP + SCALE)
+def test_markup_amounts_follow_minor_units_and_the_page(
     head: str, box: str, url: str, expected: tuple[str | None, str | None]
 ) -> None:
+    # Grouped markup strings ("59.990" CLP) and markup a power of ten off the page.
     price, reason = expected
     result = extract_offer(page(head, box + "<button>Add to cart</button>", ""), url)
     assert result is not None
