@@ -392,3 +392,26 @@ def test_the_products_own_struck_list_price_is_still_read() -> None:
     offer = extract_offer(page(head=ld_product(TITLE, ld_offer("1299.00")), box=box), URL)
     assert offer is not None and offer.price == Decimal("1299.00")
     assert offer.regular_price == Decimal("1599.00")
+
+
+@pytest.mark.parametrize(
+    "logo",
+    [
+        pytest.param(
+            "<h1><a href='/'>Office Shop - Desks and Chairs Since 1998</a></h1>", id="home-link"
+        ),
+        pytest.param("<h1 class='logo'>Office Shop, Desks and Chairs</h1>", id="named-logo"),
+    ],
+)
+def test_an_h1_that_is_the_shops_logo_anchors_nothing(logo: str) -> None:
+    # Old layouts: the logo in the page's only <h1>, a weekly special beside it, the
+    # product's name in an <h2> further down.
+    body = (
+        "<html><head><title>" + TITLE + " | Office Shop</title></head><body>"
+        f"<table><tr><td>{logo}<div class='special'>Special of the week: Lamp "
+        "<span class='price'>49,00 €</span></div></td></tr>"
+        f"<tr><td><h2>{TITLE}</h2><p class='price'>1.299,00 €</p>{BUY}</td></tr></table>"
+        "</body></html>"
+    ).encode()
+    offer = extract_offer(body, URL)
+    assert offer is None or offer.price in (None, Decimal("1299.00"))

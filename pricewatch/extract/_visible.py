@@ -549,7 +549,7 @@ def product_title(headings: list[Any]) -> Any:
         if index >= 10:
             break
         letters = sum(1 for ch in text_of(h1, 400) if ch.isalpha())
-        if letters < 3 or hidden(h1):
+        if letters < 3 or hidden(h1) or _site_title(h1):
             continue
         names = (h1.get("id") or "") + " " + (h1.get("itemprop") or "")
         key = (bool(_TITLE_NAME.search(names)), min(letters, 200))
@@ -558,6 +558,21 @@ def product_title(headings: list[Any]) -> Any:
     return best
 
 
+_SITE_NAMES = re.compile(r"logo|brand|site[-_]?(?:title|name)|masthead", re.I)
+
+
+def _site_title(h1: Any) -> bool:
+    """The ``<h1>`` is the shop's name, not a product's: named as a logo, or all of its text
+    a link to the home page (old layouts put the logo in the page's only ``<h1>``)."""
+    if _SITE_NAMES.search(f"{h1.get('class') or ''} {h1.get('id') or ''}"):
+        return True
+    links = [a for a in h1.iter("a") if (a.get("href") or "").strip() in _HOME_LINKS]
+    return bool(links) and " ".join(text_of(h1, 400).split()) == " ".join(
+        " ".join(text_of(a, 400).split()) for a in links
+    )
+
+
+_HOME_LINKS = frozenset({"/", "./", "index.html", "/index.html", "#"})
 # Between a product's name and the shop's in a <title> or og:title.
 _TITLE_SEPARATORS = re.compile(
     r"\s+[-|\u2013\u2014:\u00b7\u2022/]+\s+|\s*[\uff5c\u300b\u3010\u3011]\s*"
