@@ -415,3 +415,75 @@ def test_an_h1_that_is_the_shops_logo_anchors_nothing(logo: str) -> None:
     ).encode()
     offer = extract_offer(body, URL)
     assert offer is None or offer.price in (None, Decimal("1299.00"))
+
+
+# Ordinary pages the own-product and withheld-price rules must not cost their price: each
+# lost it (or had it read x100, or another variant's) in a draft of those rules or before.
+KEEPS_ITS_PRICE: dict[str, tuple[dict[str, str], str]] = {
+    "reviews plugin's product first, named like the h1, no offers": (
+        {
+            "head": ld_product(TITLE, sku="rv-99812", aggregateRating={"ratingValue": 4.8})
+            + ld_product(TITLE + " (black)", ld_offer("1299.00"), sku="AUR-160"),
+            "box": SHOWN,
+        },
+        URL,
+    ),
+    "price box linking the shipping costs, custom sizes on request": (
+        {
+            "box": "<div class='price-box'><p class='price'>1.299,00 €</p><a href='/versand'>"
+            "zzgl. Versandkosten</a></div><ul><li>Sondermaße auf Anfrage</li></ul>" + BUY
+        },
+        URL,
+    ),
+    "price-match badge beside the title, the price further out": (
+        {
+            "box": "<div class='price-match-badge'>Price Match Guarantee</div>",
+            "below": "<div class='price-box'><p class='price'>1.299,00 €</p></div>" + BUY,
+        },
+        URL,
+    ),
+    "wholesale note and a quote link in the price box": (
+        {
+            "box": "<div class='b2b-pricing'><p class='price'>1.299,00 €</p><p>Wholesale "
+            "pricing available for orders over 50. <a href='/quote'>Request a quote</a></p>"
+            "</div>" + BUY
+        },
+        URL,
+    ),
+    "woocommerce product block named shipping-taxable": (
+        {
+            "box": "<div class='product type-product shipping-taxable'><p class='price'>"
+            "<span class='woocommerce-Price-amount'>1.299,00 €</span></p>" + BUY + "</div>"
+        },
+        URL,
+    ),
+    "cents in a sup inside a price wrapper": (
+        {
+            "box": "<div class='price-box'><span class='price-wrapper'><span class='price'>"
+            "<span class='currency'>€</span>1299<sup>00</sup></span></span></div>" + BUY
+        },
+        URL,
+    ),
+    "variant page naming its offer, both prices in the size menu": (
+        {
+            "head": ld_product(
+                TITLE,
+                [
+                    {**ld_offer(price), "url": f"/p/8841?variant={n}"}
+                    for n, price in ((1, "1099.00"), (2, "1299.00"))
+                ],
+            ),
+            "box": "<select><option>Small - 1.099,00 €</option><option selected>Large - "
+            "1.299,00 €</option></select>" + BUY,
+        },
+        URL + "?variant=2",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("parts", "url"), list(KEEPS_ITS_PRICE.values()), ids=list(KEEPS_ITS_PRICE)
+)
+def test_ordinary_pages_keep_their_price(parts: dict[str, str], url: str) -> None:
+    offer = extract_offer(page(**parts), url)
+    assert offer is not None and offer.price == Decimal("1299.00"), offer

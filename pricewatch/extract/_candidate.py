@@ -160,9 +160,10 @@ def names_match(name: str | None, title: str | None) -> bool:
 
 
 def same_product(a: Candidate, b: Candidate) -> bool:
-    """Two readings of one product: the same SKU, GTIN or name."""
-    if a.sku and b.sku:
-        return a.sku.strip().lower() == b.sku.strip().lower()
-    if a.gtin and b.gtin:
-        return a.gtin == b.gtin
+    """Two readings of one product: the same SKU, GTIN or name (two plugins writing one
+    product often give it SKUs of their own)."""
+    if a.sku and b.sku and a.sku.strip().lower() == b.sku.strip().lower():
+        return True
+    if a.gtin and b.gtin and a.gtin == b.gtin:
+        return True
     return bool(a.name and b.name and _normal_name(a.name) == _normal_name(b.name))

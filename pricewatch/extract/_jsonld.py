@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urljoin
 
 from pricewatch.extract._candidate import (
     Candidate,
@@ -218,7 +219,9 @@ def _offers(node: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def read_product(node: dict[str, Any], source: str) -> Candidate:
+def read_product(node: dict[str, Any], source: str, url: str = "") -> Candidate:
+    """The product ``node``'s reading; of its offers, the one whose ``url`` is the page's
+    ``url`` (a variant page, ``?variant=5602``) is read first, else the first."""
     cand = Candidate(source=source)
     cand.name = _text(node.get("name"))
     cand.sku = _text(node.get("sku")) or _text(node.get("productID"))
@@ -226,13 +229,27 @@ def read_product(node: dict[str, Any], source: str) -> Candidate:
         cand.gtin = valid_gtin(_first(node.get(key)))
         if cand.gtin:
             break
-    for offer in _offers(node):
+    offers = _offers(node)
+    if url and len(offers) > 1:
+        page = _norm_url(url)
+        offers.sort(key=lambda o: not _same_page(o.get("url"), url, page))
+    for offer in offers:
         read_offer(offer, cand)
     if cand.price is None and node.get("price") not in (None, ""):
         read_offer(node, cand)  # offer properties put straight on the product
     if cand.availability is None:
         cand.availability = normalise_availability(node.get("availability"))
     return cand
+
+
+def _same_page(link: object, url: str, page: str) -> bool:
+    """``link`` (absolute or relative to ``url``) is the page ``url`` (normalised: ``page``)."""
+    if not isinstance(link, str) or not link.strip():
+        return False
+    try:
+        return _norm_url(urljoin(url, link.strip())) == page
+    except ValueError:
+        return False
 
 
 def _norm_url(url: str) -> str:
@@ -303,18 +320,21 @@ def page_products(
 
 
 def _own_product(products: list[Candidate], title: Callable[[], str | None] | None) -> Candidate:
+    """The product the URL names; else, of several, those named like the page's title,
+    and of those the first with a price (a reviews plugin's product without offers comes
+    before the shop's own script as often as after it); else the first."""
     best = min(c.rank for c in products)
     left = [c for c in products if c.rank == best]
     if len(left) > 1 and title is not None:
         heading = title()
         named = [c for c in left if names_match(c.name, heading)]
         if named:
-            return named[0]
-    return left[0]
+            left = named
+    return next((c for c in left if c.price is not None), left[0])
 
 
 def _product_or_group(node: dict[str, Any], url: str, source: str) -> Candidate:
-    group = read_product(node, source)
+    group = read_product(node, source, url)
     variants = [v for v in _spec_list(node.get("hasVariant"))]
     if not variants:
         return group
@@ -322,7 +342,7 @@ def _product_or_group(node: dict[str, Any], url: str, source: str) -> Candidate:
     prices: list[Decimal] = []
     readings = []
     for variant in variants[:200]:
-        cand = read_product(variant, source)
+        cand = read_product(variant, source, url)
         readings.append(cand)
         if cand.price is not None:
             prices.append(cand.price)

@@ -23,6 +23,7 @@ from pricewatch.extract._candidate import (
 )
 from pricewatch.extract._money import PRICE_MISSING, parse_machine, read_machine
 from pricewatch.extract._region import Region
+from pricewatch.extract._stock import enabled_buy_buttons
 from pricewatch.extract._tree import text_of
 
 _GTIN_PROPS = ("gtin13", "gtin", "gtin12", "gtin14", "gtin8", "ean", "isbn", "upc")
@@ -229,16 +230,24 @@ def rdfa_candidates(with_property: list[Any], region: Region) -> list[Candidate]
 
 def _anchored(scope: Any, name: str | None, region: Region) -> bool:
     """The product scope ``scope`` (named ``name``) is the page's own product: it holds the
-    product's title (the page's ``<h1>``, or the element naming the product), or its name
-    is the title's. A scope doing neither describes another product (a "bought together"
-    item, an add-on, an accessory card the region's names did not cut out), whose price
-    must never stand for the page's. A page without a title keeps every scope."""
+    product's title (the page's ``<h1>``, or the element naming the product), its name is
+    the title's, or it holds the product's enabled buy button (outside any tile: a scope
+    around the buy box only, named "Gel-Kayano 30 - Black" under the title "ASICS
+    Gel-Kayano 30 Men's Running Shoe"). A scope doing none of these describes another
+    product (a "bought together" item, an add-on, an accessory card the region's names did
+    not cut out), whose price must never stand for the page's. A page without a title
+    keeps every scope."""
     title = region.title
     if title is None or scope is title:
         return True
     if any(ancestor is scope for ancestor in title.iterancestors()):
         return True
-    return names_match(name, text_of(title, 300))
+    if names_match(name, text_of(title, 300)):
+        return True
+    return any(
+        any(ancestor is scope for ancestor in button.iterancestors()) and not region.in_tile(button)
+        for button in enabled_buy_buttons(None, region)
+    )
 
 
 def _rdfa_product(el: Any) -> Any | None:

@@ -47,6 +47,22 @@ _CHROME_ROLES = frozenset({"banner", "contentinfo", "navigation"})
 # Blocks that wrap other content; inline elements and leaves are not looked at.
 _BLOCK_SET = frozenset({"div", "section", "aside", "ul", "ol", "header", "footer", "nav"})
 _LINK = lxml.etree.XPath("boolean(descendant-or-self::a[@href])")
+# Links a product's own price box carries: shipping costs, tax, delivery times, size guides,
+# financing, a quote form (German shops must link the shipping costs beside the price).
+_INFO_LINK = re.compile(
+    r"shipping|delivery|postage|tax|vat|versand|liefer|mwst|ust|porto|livraison|frais|"
+    r"tva|envío|envio|spedizione|iva|verzend|btw|size|grö(?:ß|ss)e|taille|finanz|financ|"
+    r"quote|angebot|devis|info|detail|more|mehr",
+    re.I,
+)
+
+
+def _leads_elsewhere(a: Any) -> bool:
+    """The link ``a`` goes to another page, and not to one of the own box's notes."""
+    href = (a.get("href") or "").strip()
+    if not href or href.startswith(("#", "javascript:")):
+        return False
+    return not _INFO_LINK.search(" ".join(a.itertext()) + " " + href)
 
 
 def _card_list(el: Any) -> bool:
@@ -117,7 +133,7 @@ class Region:
         keep = self._keep or set()
         node = el
         while node is not None and node not in keep:
-            if _LINK(node):
+            if any(_leads_elsewhere(a) for a in node.iter("a")):
                 return True
             node = node.getparent()
         return False

@@ -377,7 +377,8 @@ def _product_controls(root: Any, region: Region, links: bool = True) -> list[tup
 
 
 def enabled_buy_buttons(root: Any, region: Region) -> list[Any]:
-    """The enabled, visible buy buttons of the product's region."""
+    """The enabled, visible buy buttons of the product's region (buttons and inputs: the
+    ``root`` is not searched for links)."""
     return [el for el, _ in _product_controls(root, region, links=False) if not _disabled(el)]
 
 

@@ -86,9 +86,10 @@ _NAME_REGULAR_STRONG = re.compile(
     r"old|was|strike|crossed|before|rrp|uvp|msrp|compare|former|previous|through|original",
     re.I,
 )
+# WooCommerce names every product's block "shipping-taxable": a tax class, not shipping.
 _NAME_EXCLUDE = re.compile(
     r"unit-?price|per-?unit|base-?price|basic-?price|grundpreis|installment|instalment|"
-    r"monthly|financ|credit|shipping|delivery|postage|versand|saving|you-?save|discount|"
+    r"monthly|financ|credit|shipping(?![-_]?taxable)|delivery|postage|versand|saving|you-?save|discount|"
     r"percent|subtotal|total|minicart|mini-cart|wishlist|related|recommend|carousel|"
     r"similar|upsell|up-sell|crosssell|cross-sell|also|recent|viewed|accessor|bundle|"
     r"footer|\bnav|menu|sidebar|teaser|banner|newsletter|coupon|voucher|loyalty|points|"
@@ -230,7 +231,20 @@ def _names(el: Any) -> str:
 
 
 def _own_text(el: Any) -> str | None:
-    """The element's text, cents in ``<sup>`` joined with a dot; None when too long."""
+    """The element's text, cents in ``<sup>`` joined with a dot at any depth ("$159<sup>95
+    </sup>" inside a wrapper is 159.95, never 15995); None when too long."""
+    text = _cents_text(el, 4 * _MAX_TEXT)
+    if text is None:
+        return None
+    text = " ".join(text.split())
+    if not text or len(text) > _MAX_TEXT:
+        return None
+    return text
+
+
+def _cents_text(el: Any, budget: int) -> str | None:
+    """All text inside ``el``, cents written apart (``<sup>``, ``<small>``, ``<span>``
+    right after digits) joined with a dot; None past ``budget`` characters."""
     pieces = [el.text or ""]
     size = len(pieces[0])
     for child in el:
@@ -238,22 +252,19 @@ def _own_text(el: Any) -> str | None:
         if tag in _SKIP_TAGS:
             pieces.append(child.tail or "")
             continue
-        inner = text_of(child, 4 * _MAX_TEXT)
+        inner = _cents_text(child, budget - size)
+        if inner is None:
+            return None
         if tag in ("sup", "small", "span") and _SUP_CENTS.match(inner.strip()):
             so_far = "".join(pieces).rstrip()
             if so_far and so_far[-1].isdigit():
-                pieces.append("." + inner.strip())
-                pieces.append(child.tail or "")
-                continue
+                inner = "." + inner.strip()
         pieces.append(inner)
         pieces.append(child.tail or "")
         size += len(inner) + len(child.tail or "")
-        if size > 4 * _MAX_TEXT:
+        if size > budget:
             return None
-    text = " ".join("".join(pieces).split())
-    if not text or len(text) > _MAX_TEXT:
-        return None
-    return text
+    return "".join(pieces)
 
 
 def _context_before(el: Any) -> str:
@@ -632,15 +643,27 @@ def named_title(root: Any, names: list[str]) -> Any:
 _WITHHELD = re.compile(
     r"price (?:up)?on (?:request|application|enquiry)|prices? (?:available )?on request|"
     r"call (?:us )?for (?:a |the |our )?pric|contact us for (?:a |the |our )?pric|"
-    r"(?:enquire|inquire|ask) (?:for|about) (?:a |the |our )?pric|members? only|"
+    r"(?:enquire|inquire|ask) (?:for|about) (?:a |the |our )?pric|"
     r"unlock (?:our |the )?(?:member |members' |trade )?pric|"
     r"(?:log ?in|sign in|register)(?: now)? (?:to|for) (?:see|view|get|show)?\s*(?:the |our )?"
-    r"(?:price|pricing)|request (?:a |the )?price|ask for (?:a |the )?price|"
-    r"(?:dealer|trade|wholesale)(?:s)? (?:only|pricing)|\bP\.?O\.?A\.?\b|"
-    r"preis auf anfrage|auf anfrage|preis anfragen|prix sur (?:demande|devis)|"
+    r"(?:price|pricing)|request (?:a |the )?price|\bP\.?O\.?A\.?\b|"
+    r"preis auf anfrage|preis anfragen|prix sur (?:demande|devis)|"
     r"prix (?:à|a) (?:demander|la demande)|precio (?:a|bajo) (?:consultar|pedido|demanda)|"
-    r"consultar precio|prezzo su richiesta|prezzo a richiesta|prijs op aanvraag|op aanvraag|"
+    r"consultar precio|prezzo su richiesta|prezzo a richiesta|prijs op aanvraag|"
     r"cena na (?:zapytanie|vyžádání|dotaz)|pris på (?:forespørsel|förfrågan|forespørgsel)",
+    re.I,
+)
+# What a price slot says when it withholds the price instead of showing it: log in, ask,
+# dealers and members only ("Price available after login", "Preis nur für Händler - bitte
+# anmelden"). A slot with other words ("Price Match Guarantee", "incl. VAT") is no price
+# slot at all: the scan looks further out.
+_WITHHOLDING_WORDS = re.compile(
+    r"log ?in|sign ?in|sign ?up|register|account|member|dealer|trade|wholesale|b2b|"
+    r"request|enquir|inquir|contact|call us|ask|quote|on application|"
+    r"anmeld|einlogg|registrier|händler|haendler|anfrage|kontakt|"
+    r"connect|inscri|revendeur|demande|devis|"
+    r"accede|regist|distribuidor|consult|solicit|"
+    r"accedi|rivenditor|richiesta|aanvraag|inloggen|dealer|zaloguj|zapytan",
     re.I,
 )
 # Levels above the title that still hold the product's own box, and elements read there.
@@ -673,9 +696,10 @@ def price_withheld(region: Region) -> bool:
                 for el in child.iter()
                 if isinstance(el.tag, str) and _price_slot(el, region) and not region.in_tile(el)
             ]
+            texts = [t for t in texts if _DIGIT.search(t) or _WITHHOLDING_WORDS.search(t)]
             if texts:
                 slot_shows_amount = any(_DIGIT.search(t) for t in texts)
-                if not slot_shows_amount and any(sum(ch.isalpha() for ch in t) >= 4 for t in texts):
+                if not slot_shows_amount:
                     return True
         scope = parent
     if slot_shows_amount:

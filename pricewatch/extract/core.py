@@ -187,7 +187,7 @@ def _extract(
 
     for cand in structured:
         _apply_minor_units(cand, hints)
-    priced = [c for c in structured if c.price is not None]
+    priced = [c for c in structured if c.price is not None and c.own]
     if ruled is not None and ruled.price is not None:
         visible = VisibleReading()
     elif priced and _markup_price_shown(body, priced, hints):
