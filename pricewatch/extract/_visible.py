@@ -89,8 +89,8 @@ _NAME_REGULAR_STRONG = re.compile(
 # WooCommerce names every product's block "shipping-taxable": a tax class, not shipping.
 _NAME_EXCLUDE = re.compile(
     r"unit-?price|per-?unit|base-?price|basic-?price|grundpreis|installment|instalment|"
-    r"monthly|financ|credit|shipping(?![-_]?taxable)|delivery|postage|versand|saving|you-?save|discount|"
-    r"percent|subtotal|total|minicart|mini-cart|wishlist|related|recommend|carousel|"
+    r"monthly|financ|credit|shipping(?![-_]?taxable)|delivery|postage|versand|saving|"
+    r"you-?save|discount|percent|subtotal|total|minicart|mini-cart|wishlist|related|recommend|carousel|"
     r"similar|upsell|up-sell|crosssell|cross-sell|also|recent|viewed|accessor|bundle|"
     r"footer|\bnav|menu|sidebar|teaser|banner|newsletter|coupon|voucher|loyalty|points|"
     r"bonus|rating|review|filter|facet|breadcrumb|sponsored|\bads?\b",
@@ -659,11 +659,11 @@ _WITHHELD = re.compile(
 # slot at all: the scan looks further out.
 _WITHHOLDING_WORDS = re.compile(
     r"log ?in|sign ?in|sign ?up|register|account|member|dealer|trade|wholesale|b2b|"
-    r"request|enquir|inquir|contact|call us|ask|quote|on application|"
+    r"request|enquir|inquir|contact|call us|\bask\b|quote|on application|"
     r"anmeld|einlogg|registrier|händler|haendler|anfrage|kontakt|"
     r"connect|inscri|revendeur|demande|devis|"
     r"accede|regist|distribuidor|consult|solicit|"
-    r"accedi|rivenditor|richiesta|aanvraag|inloggen|dealer|zaloguj|zapytan",
+    r"accedi|rivenditor|richiesta|aanvraag|inloggen|zaloguj|zapytan",
     re.I,
 )
 # Levels above the title that still hold the product's own box, and elements read there.
