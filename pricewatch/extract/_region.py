@@ -50,19 +50,21 @@ _LINK = lxml.etree.XPath("boolean(descendant-or-self::a[@href])")
 # Links a product's own price box carries: shipping costs, tax, delivery times, size guides,
 # financing, a quote form (German shops must link the shipping costs beside the price).
 _INFO_LINK = re.compile(
-    r"shipping|delivery|postage|tax|vat|versand|liefer|mwst|ust|porto|livraison|frais|"
-    r"tva|envío|envio|spedizione|iva|verzend|btw|size|grö(?:ß|ss)e|taille|finanz|financ|"
-    r"quote|angebot|devis|info|detail|more|mehr",
+    r"shipping|delivery|postage|\btax|\bvat\b|versand|liefer|mwst|\bust\b|porto|"
+    r"livraison|frais|\btva\b|envío|envio|spedizione|\biva\b|verzend|\bbtw\b|"
+    r"size guide|size chart|grö(?:ß|ss)entabelle|guide des tailles|financ|finanzier|"
+    r"quote|angebot|devis",
     re.I,
 )
 
 
 def _leads_elsewhere(a: Any) -> bool:
-    """The link ``a`` goes to another page, and not to one of the own box's notes."""
+    """The link ``a`` goes to another page, and not to one of the own box's notes (read by
+    the link's words: a tile's product link may have anything in its address)."""
     href = (a.get("href") or "").strip()
     if not href or href.startswith(("#", "javascript:")):
         return False
-    return not _INFO_LINK.search(" ".join(a.itertext()) + " " + href)
+    return not _INFO_LINK.search(" ".join(a.itertext()))
 
 
 def _card_list(el: Any) -> bool:
