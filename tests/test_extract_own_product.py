@@ -487,3 +487,82 @@ KEEPS_ITS_PRICE: dict[str, tuple[dict[str, str], str]] = {
 def test_ordinary_pages_keep_their_price(parts: dict[str, str], url: str) -> None:
     offer = extract_offer(page(**parts), url)
     assert offer is not None and offer.price == Decimal("1299.00"), offer
+
+
+# Which variant, which dollar, which amount: a probe of pages with several readings of one
+# product found each of these stored wrong.
+def _group_ld() -> str:
+    variants = [
+        {
+            "@type": "Product",
+            "name": f"{TITLE} {size}",
+            "sku": f"AUR-{size}",
+            "offers": {**ld_offer(price), "url": f"https://shop.example.com/p/8841?variant={n}"},
+        }
+        for n, size, price in ((1, "140", "1099.00"), (2, "160", "1299.00"))
+    ]
+    return ld(
+        {
+            "@context": "https://schema.org",
+            "@type": "ProductGroup",
+            "name": TITLE,
+            "hasVariant": variants,
+        }
+    )
+
+
+READINGS = {
+    "product group, the variant named by its offer's url": (
+        {"head": _group_ld(), "box": BUY},
+        URL + "?variant=2",
+        ("1299.00", "EUR"),
+    ),
+    "the product's script and a bundle named with its title": (
+        {
+            "head": ld_product(TITLE + " + Monitor Arm Bundle", ld_offer("1499.00"))
+            + ld_product(TITLE, ld_offer("1299.00")),
+            "box": BUY,
+        },
+        URL,
+        ("1299.00", "EUR"),
+    ),
+    "the page's price stands in, the markup's currency stays": (
+        {
+            "head": ld_product(TITLE, {**ld_offer("1399.00", "CAD")}),
+            "box": "<p class='price'><del>$1,399.00</del> <span class='sale'>$1,299.00</span></p>"
+            + BUY,
+        },
+        "https://shop.example.com/p/8841",
+        ("1299.00", "CAD"),
+    ),
+    "a code written beside a dollar sign": (
+        {"box": "<p class='price'>$1,299.00 NZD</p>" + BUY},
+        "https://shop.example.co/p/8841",
+        ("1299.00", "NZD"),
+    ),
+    "a monthly rate shown larger than the price": (
+        {
+            "box": "<p><span>$1,299.00</span></p><p>or <b style='font-size:2em'>$58</b> /mo "
+            "with Affirm</p>" + BUY
+        },
+        "https://shop.example.com/p/8841",
+        ("1299.00", "USD"),
+    ),
+    "a pre-order deposit in bold": (
+        {
+            "box": "<p><span>£1,299.00</span></p><p>Reserve yours: "
+            "<b style='font-size:2em'>£50</b> deposit today</p>" + BUY
+        },
+        "https://shop.example.co.uk/p/8841",
+        ("1299.00", "GBP"),
+    ),
+}
+
+
+@pytest.mark.parametrize(("parts", "url", "expected"), list(READINGS.values()), ids=list(READINGS))
+def test_the_pages_own_reading_of_price_and_currency(
+    parts: dict[str, str], url: str, expected: tuple[str, str]
+) -> None:
+    offer = extract_offer(page(**parts), url)
+    assert offer is not None
+    assert (offer.price, offer.currency) == (Decimal(expected[0]), expected[1])

@@ -149,14 +149,24 @@ def _normal_name(text: str | None) -> str:
     return _NAME_NOISE.sub("", (text or "").casefold())
 
 
-def names_match(name: str | None, title: str | None) -> bool:
-    """``name`` and the page's ``title`` name the same product: equal, or one holds the
-    other ("iPhone 15 Pro 256 GB" in "Apple iPhone 15 Pro 256GB - Natural Titanium"),
-    ignoring case, spacing and punctuation."""
+def name_affinity(name: str | None, title: str | None) -> int | None:
+    """How closely ``name`` names the product of the page's ``title``, ignoring case,
+    spacing and punctuation: 0 the same, 1 within the title ("iPhone 15 Pro 256 GB" in
+    "Apple iPhone 15 Pro 256GB - Natural Titanium"), 2 the title and more ("... + Speakers
+    Bundle"); None when neither holds the other."""
     a, b = _normal_name(name), _normal_name(title)
     if len(a) < 4 or len(b) < 4:
-        return False
-    return a == b or a in b or b in a
+        return None
+    if a == b:
+        return 0
+    if a in b:
+        return 1
+    return 2 if b in a else None
+
+
+def names_match(name: str | None, title: str | None) -> bool:
+    """``name`` and the page's ``title`` name the same product (:func:`name_affinity`)."""
+    return name_affinity(name, title) is not None
 
 
 def same_product(a: Candidate, b: Candidate) -> bool:

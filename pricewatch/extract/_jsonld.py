@@ -19,7 +19,7 @@ from urllib.parse import urljoin
 from pricewatch.extract._candidate import (
     Candidate,
     clean_text,
-    names_match,
+    name_affinity,
     normalise_availability,
     same_product,
     valid_gtin,
@@ -258,8 +258,13 @@ def _norm_url(url: str) -> str:
 
 
 def _mentions_url(node: dict[str, Any], cand: Candidate, url: str) -> bool:
+    """The page ``url`` is the product ``node``'s, or one of its offers' (a variant of a
+    ProductGroup whose offer carries the ``?variant=`` URL), or names its SKU."""
+    page = _norm_url(url)
     own = node.get("url") or node.get("@id")
-    if isinstance(own, str) and own and _norm_url(own) == _norm_url(url):
+    if _same_page(own, url, page):
+        return True
+    if any(_same_page(offer.get("url"), url, page) for offer in _offers(node)):
         return True
     sku = cand.sku
     return bool(sku and len(sku) >= 4 and sku.lower() in url.lower())
@@ -327,9 +332,12 @@ def _own_product(products: list[Candidate], title: Callable[[], str | None] | No
     left = [c for c in products if c.rank == best]
     if len(left) > 1 and title is not None:
         heading = title()
-        named = [c for c in left if names_match(c.name, heading)]
+        affinities = [(name_affinity(c.name, heading), c) for c in left]
+        named = [a for a, _ in affinities if a is not None]
         if named:
-            left = named
+            # Named as the title, else within it, before a name that holds the title and
+            # more ("... + Speakers Bundle").
+            left = [c for a, c in affinities if a == min(named)]
     return next((c for c in left if c.price is not None), left[0])
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from pricewatch.currency import CurrencyHints, resolve_currency, short_symbols
+from pricewatch.currency import ISO_CODES, CurrencyHints, resolve_currency, short_symbols
 from pricewatch.extract._candidate import Candidate, clean_text
 from pricewatch.extract._ids import code_from_label, looks_like_label
 from pricewatch.extract._money import FROM_WORDING, normalise_text, parse_amount
@@ -332,7 +332,10 @@ def _score(el: Any, text: str, level: int, order: int, hints: CurrencyHints) -> 
     context = _context_before(el)
     if _CONTEXT_EXCLUDE.search(text) or _CONTEXT_EXCLUDE.search(context):
         return None
-    vat = _vat_kind(f"{own_names} {near} {text} {context} {_label_after(el)}")
+    after = _label_after(el)
+    if _AFTER_EXCLUDE.match(after):
+        return None  # "£58 /mo", "£50 deposit", "£125 per day": not the price
+    vat = _vat_kind(f"{own_names} {near} {text} {context} {after}")
     if _CONTEXT_REGULAR.search(text) or _CONTEXT_REGULAR.search(context):
         regular = True
     letters = sum(1 for ch in text if ch.isalpha())
@@ -340,7 +343,8 @@ def _score(el: Any, text: str, level: int, order: int, hints: CurrencyHints) -> 
         score -= 2  # a sentence with a number in it, not a price label
     if len(_NUMBER.findall(text)) > 1:
         return None  # several amounts in one text (a container): its children speak
-    currency = currency_text or _currency_mark(text)
+    # A code written beside a sign says which dollar it is ("$39.00 NZD").
+    currency = _written_code(text) or currency_text or _currency_mark(text)
     if currency:
         score += 2
     elif not _NAME_PRICE.search(own_names):
@@ -355,6 +359,14 @@ def _score(el: Any, text: str, level: int, order: int, hints: CurrencyHints) -> 
     return _Cand(amount, text, currency, score, regular, level, order, el, vat)
 
 
+# Words right after an amount that make it a rate or a part payment, not the price.
+_AFTER_EXCLUDE = re.compile(
+    r"\W{0,3}(?:/\s?(?:mo|mth|month|day|week|wk|night|monat|mois|mes)\b|"
+    r"(?:per|a|an|each|every|pro|im|par|al|por|al) (?:month|day|week|night|monat|tag|mois|"
+    r"jour|mes|mese|día|dia)\b|monthly|deposit|down payment|anzahlung|acompte|caparra|"
+    r"monatlich|mensuel)",
+    re.I,
+)
 _OPTION_INPUTS = frozenset({"checkbox", "radio"})
 
 
@@ -415,6 +427,22 @@ def _style_emphasis(style: str) -> float:
     if match and float(match.group(1)) >= 18:
         bonus += 1.5
     return bonus
+
+
+# A three-letter code right after the amount or right before it (a sign between allowed):
+# "$39.00 NZD", "NZD 39.00", "NZD $39"; not a word elsewhere in the text ("TOP DEAL").
+_CODE_BESIDE = re.compile(
+    r"\d\s?([A-Z]{3})(?![A-Za-z])|(?<![A-Za-z])([A-Z]{3})\s?[^\w\s]{0,2}\s?\d"
+)
+
+
+def _written_code(text: str) -> str | None:
+    """An ISO 4217 code written beside the amount in ``text``, if any."""
+    for match in _CODE_BESIDE.finditer(text):
+        code = match.group(1) or match.group(2)
+        if code in ISO_CODES:
+            return code
+    return None
 
 
 def _currency_mark(text: str) -> str | None:

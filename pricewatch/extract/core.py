@@ -31,7 +31,13 @@ from urllib.parse import urlsplit
 
 import lxml.etree
 
-from pricewatch.currency import CurrencyHints, currency_hints, minor_units, resolve_currency
+from pricewatch.currency import (
+    CurrencyHints,
+    currency_hints,
+    minor_units,
+    resolve_currency,
+    symbol_codes,
+)
 from pricewatch.extract._candidate import Candidate
 from pricewatch.extract._ids import sku_from_code_label, sku_from_inputs, sku_from_url
 from pricewatch.extract._jsonld import load_json, page_products
@@ -636,7 +642,22 @@ def _struck_beside(root: Any, price: Decimal, region: Region) -> tuple[Decimal |
 def _check_against_visible(
     chosen: Candidate, priced: list[Candidate], visible: VisibleReading, hints: CurrencyHints
 ) -> Candidate:
-    """Keep the markup price unless the visible page clearly shows another one."""
+    """Keep the markup price unless the visible page clearly shows another one. When the
+    page's price stands in for the markup's, the markup's currency stays if the page's sign
+    can name it ("$" and priceCurrency CAD on a .com shop is CAD, not the host's USD)."""
+    kept = _against_visible(chosen, priced, visible, hints)
+    if kept is chosen or kept in priced or kept.price is None or not chosen.currency_raw:
+        return kept
+    code = resolve_currency(chosen.currency_raw, hints)
+    sign = visible.currency_text
+    if code and (not sign or code in symbol_codes(sign)):
+        kept.currency_raw = code
+    return kept
+
+
+def _against_visible(
+    chosen: Candidate, priced: list[Candidate], visible: VisibleReading, hints: CurrencyHints
+) -> Candidate:
     if visible.price is None or visible.price == chosen.price:
         return chosen
     shown = visible.amounts
