@@ -380,6 +380,7 @@ def decide(
     chosen = _no_price(ruled, structured) if refusal else _chosen(ruled, structured, visible, hints)
     if chosen.price is None and chosen.price_problem == PRICE_SCALE:
         refusal = chosen.price_problem
+        chosen = _no_price(ruled, structured)
     said_why: str | None = None
     if chosen.price is None:
         if not refusal and price_withheld(region):
