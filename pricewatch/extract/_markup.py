@@ -246,7 +246,7 @@ def _anchored(scope: Any, name: str | None, region: Region) -> bool:
         return True
     return any(
         any(ancestor is scope for ancestor in button.iterancestors()) and not region.in_tile(button)
-        for button in enabled_buy_buttons(None, region)
+        for button in enabled_buy_buttons(region)
     )
 
 

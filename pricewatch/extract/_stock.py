@@ -347,9 +347,8 @@ class BuyControls:
     sold_out_wording: bool = False
 
 
-def _product_controls(root: Any, region: Region, links: bool = True) -> list[tuple[Any, str]]:
-    """The buy buttons of the product's region, with their labels; with ``links``, also
-    the links named as buy controls when no enabled button was found."""
+def _product_buttons(region: Region) -> list[tuple[Any, str]]:
+    """The buy buttons (buttons and inputs) of the product's region, with their labels."""
     out = []
     for el in region.controls:
         label = _control_label(el)
@@ -362,6 +361,13 @@ def _product_controls(root: Any, region: Region, links: bool = True) -> list[tup
         if region.excludes(el) or in_widget(el) or hidden(el):
             continue
         out.append((el, label))
+    return out
+
+
+def _product_controls(root: Any, region: Region, links: bool = True) -> list[tuple[Any, str]]:
+    """The buy buttons of the product's region, with their labels; with ``links``, also
+    the links named as buy controls when no enabled button was found."""
+    out = _product_buttons(region)
     if not links or any(not _disabled(el) for el, _ in out):
         return out
     for el in root.iter("a"):
@@ -376,10 +382,9 @@ def _product_controls(root: Any, region: Region, links: bool = True) -> list[tup
     return out
 
 
-def enabled_buy_buttons(root: Any, region: Region) -> list[Any]:
-    """The enabled, visible buy buttons of the product's region (buttons and inputs: the
-    ``root`` is not searched for links)."""
-    return [el for el, _ in _product_controls(root, region, links=False) if not _disabled(el)]
+def enabled_buy_buttons(region: Region) -> list[Any]:
+    """The enabled, visible buy buttons (buttons and inputs) of the product's region."""
+    return [el for el, _ in _product_buttons(region) if not _disabled(el)]
 
 
 def buy_controls(root: Any, region: Region, links: bool = True) -> BuyControls:

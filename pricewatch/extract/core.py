@@ -222,20 +222,32 @@ def _apply_minor_units(cand: Candidate, hints: CurrencyHints) -> None:
     if cand.price is None and cand.regular_price is None:
         return
     code = _markup_code(cand, hints)
-    if cand.price is not None:
-        readings = machine_readings(cand.price_text, code, hints.language)
-        if readings is not None and readings != (cand.price,):
-            cand.price = readings[0] if len(readings) == 1 else None
-            if cand.price is None:
-                cand.readings = readings
-                cand.price_problem = PRICE_AMBIGUOUS if readings else PRICE_NOT_A_NUMBER
-    if cand.regular_price is not None:
-        readings = machine_readings(cand.regular_price_text, code, hints.language)
-        if readings is not None and readings != (cand.regular_price,):
-            # An ambiguous list price is no list price (nothing is stored for it).
-            cand.regular_price = readings[0] if len(readings) == 1 else None
-            if cand.regular_price is None:
-                cand.regular_price_text = None
+    reread = _by_minor_units(cand.price, cand.price_text, code, hints)
+    if reread is not None:
+        cand.price, readings = reread
+        if cand.price is None:
+            cand.readings = readings
+            cand.price_problem = PRICE_AMBIGUOUS if readings else PRICE_NOT_A_NUMBER
+    reread = _by_minor_units(cand.regular_price, cand.regular_price_text, code, hints)
+    if reread is not None:
+        # An ambiguous list price is no list price (nothing is stored for it).
+        cand.regular_price = reread[0]
+        if cand.regular_price is None:
+            cand.regular_price_text = None
+
+
+def _by_minor_units(
+    value: Decimal | None, text: str | None, code: str | None, hints: CurrencyHints
+) -> tuple[Decimal | None, tuple[Decimal, ...]] | None:
+    """A markup amount ``value`` read again from its ``text`` by the currency's minor
+    units: None when the reading stands, else (the one reading, or None when there are
+    several or none, and every reading)."""
+    if value is None:
+        return None
+    readings = machine_readings(text, code, hints.language)
+    if readings is None or readings == (value,):
+        return None
+    return (readings[0] if len(readings) == 1 else None), readings
 
 
 def _settle_readings(cand: Candidate, visible: VisibleReading) -> None:
@@ -551,7 +563,7 @@ def _availability(
         availability == "OutOfStock"
         and chosen.source in _STRUCTURED_ORDER
         and not says_out
-        and _buy_form_for(root, (chosen.sku, chosen.gtin), region)
+        and _buy_form_for((chosen.sku, chosen.gtin), region)
     ):
         # An enabled buy button in a form that posts this very product's identifier: the
         # shop takes orders for it, whatever a (often per-size or stale) markup offer says.
@@ -595,13 +607,13 @@ def _sibling_in_stock(chosen: Candidate, structured: list[Candidate]) -> bool:
 _FORM_INPUT_LIMIT = 60
 
 
-def _buy_form_for(root: Any, ids: tuple[str | None, ...], region: Region) -> bool:
+def _buy_form_for(ids: tuple[str | None, ...], region: Region) -> bool:
     """An enabled, visible buy button in the product's region sits in a form with a field
     whose value is one of ``ids`` (the product's SKU or GTIN): the form that orders it."""
     wanted = {i.strip() for i in ids if i and len(i.strip()) >= 3}
     if not wanted:
         return False
-    for el in enabled_buy_buttons(root, region):
+    for el in enabled_buy_buttons(region):
         form = next(el.iterancestors("form"), None)
         if form is None or says_out_of_stock(text_of(form, 400)[:400]):
             continue
